@@ -1,0 +1,57 @@
+"""Every label, annotation, field manager and derived object name, defined once.
+
+Rendered objects, the reconciler's pruning selector, the simulator and the dashboards all
+refer to these; spelling one of them twice is how a controller starts orphaning objects.
+"""
+
+from __future__ import annotations
+
+DOMAIN = "quartermaster.dev"
+FIELD_MANAGER = "quartermaster"
+DEFAULT_NAMESPACE = "quartermaster-system"
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "quartermaster"
+LABEL_POLICY = f"{DOMAIN}/policy"
+LABEL_PROJECT = f"{DOMAIN}/project"
+LABEL_POOL = f"{DOMAIN}/pool"
+LABEL_TIER = f"{DOMAIN}/tier"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+
+# Workloads opt in to a deadline with this label; annotations carry what the risk model needs.
+LABEL_DEADLINE = f"{DOMAIN}/deadline"
+ANNOTATION_EXPECTED_DURATION = f"{DOMAIN}/expected-duration-seconds"
+ANNOTATION_CHECKPOINT_INTERVAL = f"{DOMAIN}/checkpoint-interval-seconds"
+
+SPOT_TAINT_KEY = f"{DOMAIN}/spot"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+CAPACITY_TYPES = (SPOT, ON_DEMAND)
+
+WARM_POOL_PRIORITY_CLASS = "quartermaster-warm-pool"
+WARM_POOL_TARGET_METRIC = "quartermaster_warm_pool_target_gpus"
+
+
+def flavor_name(pool: str, capacity_type: str) -> str:
+    return f"{pool}-{capacity_type}"
+
+
+def nodepool_name(pool: str, capacity_type: str) -> str:
+    return f"{pool}-{capacity_type}"
+
+
+def root_cohort_name(policy: str) -> str:
+    return policy
+
+
+def tier_cohort_name(policy: str, tier: str) -> str:
+    return f"{policy}-tier-{tier}"
+
+
+def warm_pool_name(pool: str) -> str:
+    return f"warm-{pool}"

@@ -1,0 +1,1 @@
+"""Pure rendering: a validated policy and a mix in, the desired Kubernetes objects out."""

@@ -1,0 +1,170 @@
+"""How a pool's GPUs divide between spot and on-demand, and between projects.
+
+The mix of a pool is one number, its on-demand GPUs; everything else follows from it: the
+on-demand and spot NodePool limits, and each project's quota on the `<pool>-on-demand` and
+`<pool>-spot` flavors. Quota that cannot run on spot (tier reservations, projects or tiers that
+forbid spot) is on-demand first; the rest of the on-demand GPUs are shared among spot-capable
+projects in proportion to their nominal quota, by largest remainder so the parts always add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import floor
+
+from controller.api.policy_set import PolicySet
+from controller.api.types import OverrideMode, PoolMix, PoolQuota, TrainingProject
+
+
+@dataclass(frozen=True)
+class PoolDemand:
+    """What the policy asks of one pool."""
+
+    pool: str
+    total_gpus: int
+    """Projects' nominal quotas plus tier reservations: the pool's GPUs under the mix."""
+    on_demand_only_gpus: int
+    """The part of total_gpus that must be on-demand."""
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """One project's quota on one pool, split between the two capacity types."""
+
+    project: str
+    pool: str
+    spot_gpus: int
+    on_demand_gpus: int
+    spot_borrowing_limit: int | None
+    on_demand_borrowing_limit: int | None
+    spot_lending_limit: int | None
+    on_demand_lending_limit: int | None
+
+
+def spot_allowed(policy_set: PolicySet, project: TrainingProject) -> bool:
+    tier = policy_set.policy.tier(project.spec.tier)
+    return project.spec.allow_spot and (tier is None or tier.allow_spot)
+
+
+def pool_demands(policy_set: PolicySet) -> dict[str, PoolDemand]:
+    total: dict[str, int] = {p.name: 0 for p in policy_set.policy.spec.pools}
+    fixed: dict[str, int] = dict.fromkeys(total, 0)
+    for tier in policy_set.policy.spec.tiers:
+        for reservation in tier.reserved:
+            total[reservation.pool] += reservation.gpus
+            fixed[reservation.pool] += reservation.gpus
+    for project in policy_set.projects:
+        spot_ok = spot_allowed(policy_set, project)
+        for quota in project.spec.quotas:
+            total[quota.pool] += quota.nominal_gpus
+            if not spot_ok:
+                fixed[quota.pool] += quota.nominal_gpus
+    return {name: PoolDemand(name, total[name], fixed[name]) for name in total}
+
+
+def resolve_mix(
+    policy_set: PolicySet, on_demand: Mapping[str, int] | None = None
+) -> tuple[PoolMix, ...]:
+    """The mix to render: a Manual override, else the given targets, else the floors.
+
+    Targets are clamped to what the policy allows: at least the floor and what cannot run on
+    spot, at most the ceiling and the pool's quota (on-demand GPUs no quota can use would only
+    cost money).
+    """
+    policy = policy_set.policy
+    manual = {m.pool: m.gpus for m in policy.spec.override.on_demand_gpus}
+    use_manual = policy.spec.override.mode is OverrideMode.MANUAL
+    demands = pool_demands(policy_set)
+    mixes = []
+    for pool in policy.spec.pools:
+        demand = demands[pool.name]
+        wanted = manual.get(pool.name) if use_manual else None
+        if wanted is None:
+            wanted = (on_demand or {}).get(pool.name, pool.on_demand.floor_gpus)
+        lower = max(pool.on_demand.floor_gpus, demand.on_demand_only_gpus)
+        upper = max(lower, min(pool.on_demand.ceiling_gpus, demand.total_gpus))
+        chosen = min(max(wanted, lower), upper)
+        mixes.append(
+            PoolMix(
+                pool=pool.name,
+                on_demand_gpus=chosen,
+                spot_gpus=max(demand.total_gpus - chosen, 0),
+            )
+        )
+    return tuple(mixes)
+
+
+def _largest_remainder(total: int, weights: list[tuple[str, int]]) -> dict[str, int]:
+    """Split `total` in proportion to integer weights; ties go to names in sorted order."""
+    weight_sum = sum(w for _, w in weights)
+    if weight_sum == 0 or total <= 0:
+        return {name: 0 for name, _ in weights}
+    exact = {name: total * w / weight_sum for name, w in weights}
+    shares = {name: floor(value) for name, value in exact.items()}
+    left = total - sum(shares.values())
+    by_remainder = sorted(weights, key=lambda nw: (-(exact[nw[0]] - shares[nw[0]]), nw[0]))
+    for name, _ in by_remainder[:left]:
+        shares[name] += 1
+    return shares
+
+
+def _split_limit(
+    limit: int | None, spot: int, on_demand: int, *, spot_ok: bool, within_nominal: bool
+) -> tuple[int | None, int | None]:
+    """A per-pool limit divided between the capacity types like the nominal quota.
+
+    Lending limits stay within each flavor's nominal quota, as Kueue requires.
+    """
+    if limit is None:
+        return None, None
+    if not spot_ok:
+        return None, limit
+    total = spot + on_demand
+    on_demand_part = round(limit * on_demand / total) if total else 0
+    if within_nominal:
+        on_demand_part = min(max(on_demand_part, limit - spot), on_demand)
+    return limit - on_demand_part, on_demand_part
+
+
+def split_quotas(
+    policy_set: PolicySet, mixes: tuple[PoolMix, ...]
+) -> dict[tuple[str, str], FlavorQuota]:
+    """Every (project, pool) quota divided between the pool's spot and on-demand flavors."""
+    reserved: dict[str, int] = {}
+    for tier in policy_set.policy.spec.tiers:
+        for reservation in tier.reserved:
+            reserved[reservation.pool] = reserved.get(reservation.pool, 0) + reservation.gpus
+    out: dict[tuple[str, str], FlavorQuota] = {}
+    for mix in mixes:
+        quotas: list[tuple[TrainingProject, PoolQuota, bool]] = [
+            (project, quota, spot_allowed(policy_set, project))
+            for project in policy_set.projects
+            for quota in project.spec.quotas
+            if quota.pool == mix.pool
+        ]
+        fixed = reserved.get(mix.pool, 0) + sum(q.nominal_gpus for _, q, ok in quotas if not ok)
+        flexible = [(p.name, q.nominal_gpus) for p, q, ok in quotas if ok]
+        on_demand_share = _largest_remainder(
+            min(max(mix.on_demand_gpus - fixed, 0), sum(w for _, w in flexible)), flexible
+        )
+        for project, quota, ok in quotas:
+            on_demand = on_demand_share[project.name] if ok else quota.nominal_gpus
+            spot = quota.nominal_gpus - on_demand
+            spot_borrow, on_demand_borrow = _split_limit(
+                quota.borrowing_limit_gpus, spot, on_demand, spot_ok=ok, within_nominal=False
+            )
+            spot_lend, on_demand_lend = _split_limit(
+                quota.lending_limit_gpus, spot, on_demand, spot_ok=ok, within_nominal=True
+            )
+            out[(project.name, mix.pool)] = FlavorQuota(
+                project=project.name,
+                pool=mix.pool,
+                spot_gpus=spot,
+                on_demand_gpus=on_demand,
+                spot_borrowing_limit=spot_borrow,
+                on_demand_borrowing_limit=on_demand_borrow,
+                spot_lending_limit=spot_lend,
+                on_demand_lending_limit=on_demand_lend,
+            )
+    return out

@@ -1,0 +1,67 @@
+"""The whole desired state for a policy, in the fixed order the renderer promises.
+
+Objects come out ordered by kind (dependencies first: priorities and flavors before the queues
+that name them) and then by namespace and name, so `quartermaster render` gives the same bytes
+for the same policy and mix, and GitOps diffs show only real changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller import names
+from controller.api.policy_set import PolicySet
+from controller.api.types import PoolMix
+from controller.render import karpenter, keda, kueue
+from controller.render.capacity import resolve_mix, split_quotas
+from controller.render.objects import KubeObject
+
+KIND_ORDER = (
+    "PriorityClass",
+    "WorkloadPriorityClass",
+    "ResourceFlavor",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "NodePool",
+    "Deployment",
+    "ScaledObject",
+)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The desired objects and the mix they were rendered for."""
+
+    objects: tuple[KubeObject, ...]
+    mix: tuple[PoolMix, ...]
+
+
+def _order(obj: KubeObject) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
+
+
+def render(
+    policy_set: PolicySet,
+    *,
+    on_demand_gpus: Mapping[str, int] | None = None,
+    namespace: str = names.DEFAULT_NAMESPACE,
+) -> Rendered:
+    """Every object the policy needs, for the given on-demand targets (floors when None)."""
+    mix = resolve_mix(policy_set, on_demand_gpus)
+    quotas = split_quotas(policy_set, mix)
+    objects: list[KubeObject] = [
+        *keda.priority_classes(policy_set),
+        *kueue.workload_priority_classes(policy_set),
+        *kueue.resource_flavors(policy_set),
+        *kueue.cohorts(policy_set),
+    ]
+    for project in policy_set.projects:
+        objects.append(kueue.cluster_queue(policy_set, project, quotas))
+        objects.extend(kueue.local_queues(policy_set, project))
+    objects.extend(karpenter.node_pools(policy_set, mix))
+    objects.extend(keda.deployments(policy_set, namespace))
+    objects.extend(keda.scaled_objects(policy_set, namespace))
+    return Rendered(objects=tuple(sorted(objects, key=_order)), mix=mix)

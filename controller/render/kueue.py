@@ -1,0 +1,276 @@
+"""Kueue objects (kueue.x-k8s.io/v1beta2) for a policy: flavors, priorities, cohorts, queues.
+
+A project's ClusterQueue lists, for each of its pools in the order the project gave them, the
+spot flavor first (when its tier and the project allow spot) then the on-demand flavor, so
+Kueue fills cheap capacity first. Each flavor also carries CPU and memory quota in proportion
+to its GPUs: a workload that requests a resource its ClusterQueue does not cover cannot be
+admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from controller import names
+from controller.api.policy_set import PolicySet
+from controller.api.types import GpuPool, Preemption, Tier, TrainingProject
+from controller.render.capacity import FlavorQuota, spot_allowed
+from controller.render.objects import KubeObject, gibibytes, metadata, weight
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+_PREEMPTION: dict[Preemption, dict[str, Any]] = {
+    Preemption.NEVER: {
+        "withinClusterQueue": "Never",
+        "reclaimWithinCohort": "Never",
+        "borrowWithinCohort": {"policy": "Never"},
+    },
+    Preemption.LOWER_PRIORITY: {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "LowerPriority",
+        "borrowWithinCohort": {"policy": "Never"},
+    },
+    Preemption.ANY: {
+        "withinClusterQueue": "LowerOrNewerEqualPriority",
+        "reclaimWithinCohort": "Any",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    },
+}
+
+
+def _gpu_resources(pools: Iterable[GpuPool]) -> list[str]:
+    return sorted({p.gpu_resource for p in pools})
+
+
+def _covered(gpu_resources: list[str]) -> list[str]:
+    return ["cpu", "memory", *gpu_resources]
+
+
+def _resources(
+    pool: GpuPool,
+    gpu_resources: list[str],
+    gpus: int,
+    borrowing: int | None = None,
+    lending: int | None = None,
+) -> list[dict[str, Any]]:
+    """One flavor's quotas for every covered resource, CPU and memory scaled from GPUs."""
+
+    def entry(name: str, per_gpu: int, unit: str) -> dict[str, Any]:
+        def amount(n: int) -> int | str:
+            return gibibytes(n * per_gpu) if unit == "Gi" else n * per_gpu
+
+        out: dict[str, Any] = {"name": name, "nominalQuota": amount(gpus)}
+        if borrowing is not None:
+            out["borrowingLimit"] = amount(borrowing)
+        if lending is not None:
+            out["lendingLimit"] = amount(lending)
+        return out
+
+    resources = [
+        entry("cpu", pool.cpus_per_gpu, ""),
+        entry("memory", pool.memory_gib_per_gpu, "Gi"),
+    ]
+    for resource in gpu_resources:
+        if resource == pool.gpu_resource:
+            resources.append(entry(resource, 1, ""))
+        else:
+            resources.append({"name": resource, "nominalQuota": 0})
+    return resources
+
+
+def resource_flavors(policy_set: PolicySet) -> list[KubeObject]:
+    policy = policy_set.policy
+    out = []
+    for pool in policy.spec.pools:
+        for capacity_type in names.CAPACITY_TYPES:
+            tolerations = [{"key": pool.gpu_resource, "operator": "Exists", "effect": "NoSchedule"}]
+            if capacity_type == names.SPOT:
+                tolerations.append(
+                    {"key": names.SPOT_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+                )
+            out.append(
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "ResourceFlavor",
+                    "metadata": metadata(
+                        names.flavor_name(pool.name, capacity_type),
+                        policy=policy.name,
+                        labels={names.LABEL_POOL: pool.name},
+                    ),
+                    "spec": {
+                        "nodeLabels": {
+                            names.CAPACITY_TYPE_LABEL: capacity_type,
+                            names.LABEL_POOL: pool.name,
+                            **dict(sorted(pool.node_labels.items())),
+                        },
+                        "tolerations": tolerations,
+                    },
+                }
+            )
+    return out
+
+
+def workload_priority_classes(policy_set: PolicySet) -> list[KubeObject]:
+    policy = policy_set.policy
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": metadata(
+                tier.name, policy=policy.name, labels={names.LABEL_TIER: tier.name}
+            ),
+            "value": tier.priority,
+            "description": f"Quartermaster tier {tier.name} of policy {policy.name}",
+        }
+        for tier in policy.spec.tiers
+    ]
+
+
+def _tier_cohort(policy_set: PolicySet, tier: Tier) -> KubeObject:
+    policy = policy_set.policy
+    spec: dict[str, Any] = {
+        "parentName": names.root_cohort_name(policy.name),
+        "fairSharing": {"weight": weight(tier.fair_share_weight)},
+    }
+    reserved_pools = [(policy.pool(r.pool), r.gpus) for r in tier.reserved]
+    pools = [(pool, gpus) for pool, gpus in reserved_pools if pool is not None]
+    if pools:
+        gpu_resources = _gpu_resources(pool for pool, _ in pools)
+        spec["resourceGroups"] = [
+            {
+                "coveredResources": _covered(gpu_resources),
+                "flavors": [
+                    {
+                        "name": names.flavor_name(pool.name, names.ON_DEMAND),
+                        "resources": _resources(pool, gpu_resources, gpus),
+                    }
+                    for pool, gpus in pools
+                ],
+            }
+        ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Cohort",
+        "metadata": metadata(
+            names.tier_cohort_name(policy.name, tier.name),
+            policy=policy.name,
+            labels={names.LABEL_TIER: tier.name},
+        ),
+        "spec": spec,
+    }
+
+
+def cohorts(policy_set: PolicySet) -> list[KubeObject]:
+    """The root cohort, and one per tier beneath it holding the tier's reservations."""
+    policy = policy_set.policy
+    root = {
+        "apiVersion": API_VERSION,
+        "kind": "Cohort",
+        "metadata": metadata(names.root_cohort_name(policy.name), policy=policy.name),
+        "spec": {},
+    }
+    return [root, *(_tier_cohort(policy_set, tier) for tier in policy.spec.tiers)]
+
+
+def _flavors(
+    policy_set: PolicySet,
+    project: TrainingProject,
+    quotas: dict[tuple[str, str], FlavorQuota],
+    gpu_resources: list[str],
+) -> list[dict[str, Any]]:
+    flavors = []
+    spot_ok = spot_allowed(policy_set, project)
+    for pool_quota in project.spec.quotas:
+        pool = policy_set.policy.pool(pool_quota.pool)
+        assert pool is not None, "validated policies name only defined pools"
+        split = quotas[(project.name, pool.name)]
+        if spot_ok:
+            flavors.append(
+                {
+                    "name": names.flavor_name(pool.name, names.SPOT),
+                    "resources": _resources(
+                        pool,
+                        gpu_resources,
+                        split.spot_gpus,
+                        borrowing=split.spot_borrowing_limit,
+                        lending=split.spot_lending_limit,
+                    ),
+                }
+            )
+        flavors.append(
+            {
+                "name": names.flavor_name(pool.name, names.ON_DEMAND),
+                "resources": _resources(
+                    pool,
+                    gpu_resources,
+                    split.on_demand_gpus,
+                    borrowing=split.on_demand_borrowing_limit,
+                    lending=split.on_demand_lending_limit,
+                ),
+            }
+        )
+    return flavors
+
+
+def cluster_queue(
+    policy_set: PolicySet,
+    project: TrainingProject,
+    quotas: dict[tuple[str, str], FlavorQuota],
+) -> KubeObject:
+    policy = policy_set.policy
+    tier = policy.tier(project.spec.tier)
+    assert tier is not None, "validated projects name only defined tiers"
+    pools = [policy.pool(q.pool) for q in project.spec.quotas]
+    gpu_resources = _gpu_resources(p for p in pools if p is not None)
+    spec: dict[str, Any] = {}
+    if project.spec.share_capacity:
+        spec["cohortName"] = names.tier_cohort_name(policy.name, tier.name)
+    spec |= {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": names.NAMESPACE_NAME_LABEL,
+                    "operator": "In",
+                    "values": sorted(project.spec.namespaces),
+                }
+            ]
+        },
+        "queueingStrategy": "BestEffortFIFO",
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "preemption": _PREEMPTION[tier.preemption],
+        "fairSharing": {"weight": weight(project.spec.fair_share_weight)},
+        "resourceGroups": [
+            {
+                "coveredResources": _covered(gpu_resources),
+                "flavors": _flavors(policy_set, project, quotas, gpu_resources),
+            }
+        ],
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": metadata(
+            project.name,
+            policy=policy.name,
+            labels={names.LABEL_PROJECT: project.name, names.LABEL_TIER: tier.name},
+        ),
+        "spec": spec,
+    }
+
+
+def local_queues(policy_set: PolicySet, project: TrainingProject) -> list[KubeObject]:
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": metadata(
+                project.name,
+                policy=policy_set.policy.name,
+                namespace=namespace,
+                labels={names.LABEL_PROJECT: project.name},
+            ),
+            "spec": {"clusterQueue": project.name},
+        }
+        for namespace in sorted(project.spec.namespaces)
+    ]

@@ -1,0 +1,39 @@
+"""Deterministic YAML output, so that rendered files diff cleanly in GitOps repositories.
+
+Keys keep the order the renderer built them in (apiVersion, kind, metadata, spec), strings are
+never folded, and the same objects always give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, insertion order, indented lists."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
+    return yaml.dump_all(
+        [dict(d) for d in documents],
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+        width=100000,
+        allow_unicode=True,
+    )
