@@ -20,10 +20,28 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_LABEL_REASON = (
     "must be a lowercase RFC 1123 label (a-z, 0-9 and '-', starting and ending alphanumeric)"
 )
+# `[.]` rather than `\.`: the patterns also appear inside CEL string literals.
 QUALIFIED_NAME = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
+EXTENDED_RESOURCE = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)+/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+EXTENDED_RESOURCE_REASON = (
+    "must be an extended resource name with a domain, such as 'nvidia.com/gpu'"
+)
+# Node labels that Karpenter reserves or that the controller itself sets on a pool's nodes.
+RESERVED_NODE_LABELS = (
+    "karpenter.sh/capacity-type",
+    "karpenter.sh/nodepool",
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "node.kubernetes.io/instance-type",
+    "quartermaster.dev/pool",
+)
+KARPENTER_DOMAIN = r"^([^/]*[.])?karpenter[.]sh/"
 QUALIFIED_NAME_REASON = "must be a qualified name such as 'nvidia.com/gpu' or 'example.com/key'"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 LABEL_VALUE_REASON = "must be a label value (alphanumerics, '-', '_' or '.', at most 63)"

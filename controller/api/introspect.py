@@ -13,7 +13,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -136,5 +136,5 @@ def to_json(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: to_json(v) for k, v in value.items()}
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return value

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from controller.api.parse import FieldError, parse_object
+from controller.api.parse import wrong_type as _wrong_type
 from controller.api.policy_set import InvalidPolicyError, PolicyError, PolicySet
 from controller.api.semantics import check_policy_set
 from controller.api.types import (
@@ -41,6 +42,7 @@ _SPECS: dict[str, type] = {
 }
 
 PolicyObject = CapacityPolicy | TrainingProject
+_TOP_LEVEL_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 
 
 class _Loader(yaml.SafeLoader):
@@ -138,13 +140,14 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
     name = metadata.get("name") if isinstance(metadata, dict) else None
     shown_name = name if isinstance(name, str) else ""
     if kind not in _KINDS:
+        reason = "required field is missing" if kind is None else f"unsupported kind {kind!r}"
         return None, [
             PolicyError(
                 origin,
                 str(kind or "document"),
                 shown_name,
                 "kind",
-                f"unsupported kind {kind!r}; expected CapacityPolicy or TrainingProject",
+                f"{reason}; expected CapacityPolicy or TrainingProject",
             )
         ]
     assert isinstance(kind, str)
@@ -152,15 +155,22 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
     def error(path: str, message: str) -> PolicyError:
         return PolicyError(origin, kind, shown_name, path, message)
 
-    errors: list[PolicyError] = []
-    if doc.get("apiVersion") != API_VERSION:
-        errors.append(
-            error("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
-        )
-    if not isinstance(metadata, dict):
+    errors: list[PolicyError] = [
+        error(str(key), "unknown field") for key in doc if key not in _TOP_LEVEL_FIELDS
+    ]
+    api_version = doc.get("apiVersion")
+    if api_version is None:
+        errors.append(error("apiVersion", f"required field is missing; must be {API_VERSION!r}"))
+    elif api_version != API_VERSION:
+        errors.append(error("apiVersion", f"must be {API_VERSION!r}, got {api_version!r}"))
+    if metadata is None:
         errors.append(error("metadata", "required field is missing"))
-    elif not isinstance(name, str) or not name:
+    elif not isinstance(metadata, dict):
+        errors.append(error("metadata", _wrong_type("object", metadata)))
+    elif name is None or name == "":
         errors.append(error("metadata.name", "required field is missing"))
+    elif not isinstance(name, str):
+        errors.append(error("metadata.name", _wrong_type("string", name)))
     elif len(name) > 63 or not _NAME.match(name):
         errors.append(
             error(
@@ -252,6 +262,8 @@ def load_policy_set(documents: Iterable[tuple[str, Any]]) -> PolicySet:
 def load_path(path: Path) -> PolicySet:
     """Read and validate every policy document under `path`."""
     documents, errors = read_documents(path)
+    if errors and not documents:
+        raise InvalidPolicyError(errors)
     if errors:
         # Report file-level problems together with whatever the readable files contain.
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -65,7 +66,8 @@ def _type_name(value: Any) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def _wrong_type(expected: str, value: Any) -> str:
+def wrong_type(expected: str, value: Any) -> str:
+    """The reason for a value of the wrong JSON type, as every parser words it."""
     article = "an" if expected[0] in "aeiou" else "a"
     return f"must be {article} {expected}, got {_type_name(value)} {show(value)}"
 
@@ -93,7 +95,7 @@ def _object_parser(cls: Any) -> Parser:
 
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if not isinstance(value, dict):
-            errors.append(FieldError(path, _wrong_type("object", value)))
+            errors.append(FieldError(path, wrong_type("object", value)))
             return INVALID
         ok = True
         for key in value:
@@ -148,7 +150,7 @@ def _enum_parser(enum_type: type[enum.Enum]) -> Parser:
 
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if not isinstance(value, str):
-            errors.append(FieldError(path, _wrong_type("string", value)))
+            errors.append(FieldError(path, wrong_type("string", value)))
             return INVALID
         if value not in members:
             errors.append(
@@ -166,7 +168,7 @@ def _string_parser(spec: FieldSpec) -> Parser:
 
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if not isinstance(value, str):
-            errors.append(FieldError(path, _wrong_type("string", value)))
+            errors.append(FieldError(path, wrong_type("string", value)))
             return INVALID
         if spec.min_length is not None and len(value) < spec.min_length:
             message = (
@@ -193,14 +195,17 @@ def _number_parser(kind: Kind, spec: FieldSpec) -> Parser:
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if kind is Kind.BOOLEAN:
             if not isinstance(value, bool):
-                errors.append(FieldError(path, _wrong_type("boolean", value)))
+                errors.append(FieldError(path, wrong_type("boolean", value)))
                 return INVALID
             return value
         if isinstance(value, bool) or not isinstance(value, int | float):
-            errors.append(FieldError(path, _wrong_type(kind.value, value)))
+            errors.append(FieldError(path, wrong_type(kind.value, value)))
             return INVALID
         if kind is Kind.INTEGER and not isinstance(value, int):
-            errors.append(FieldError(path, _wrong_type("integer", value)))
+            errors.append(FieldError(path, wrong_type("integer", value)))
+            return INVALID
+        if not math.isfinite(value):
+            errors.append(FieldError(path, f"must be a finite number, got {show(value)}"))
             return INVALID
         if spec.minimum is not None:
             if spec.exclusive_minimum and value <= spec.minimum:
@@ -230,17 +235,18 @@ def _number_parser(kind: Kind, spec: FieldSpec) -> Parser:
     return parse
 
 
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
 def _parse_datetime(value: Any, path: str, errors: list[FieldError]) -> Any:
+    """RFC 3339 exactly, as the API server's `format: date-time` accepts it."""
     reason = "must be an RFC 3339 time with a time zone, such as 2026-12-01T18:00:00Z"
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not _RFC3339.match(value):
         errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
         return INVALID
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value.upper())
     except ValueError:
-        errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
-        return INVALID
-    if parsed.tzinfo is None or "T" not in value.upper():
         errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
         return INVALID
     return parsed.astimezone(UTC)
@@ -258,7 +264,7 @@ def _array_parser(hint: Any, spec: FieldSpec) -> Parser:
 
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if not isinstance(value, list):
-            errors.append(FieldError(path, _wrong_type("array", value)))
+            errors.append(FieldError(path, wrong_type("array", value)))
             return INVALID
         if spec.min_items is not None and len(value) < spec.min_items:
             noun = "item" if spec.min_items == 1 else "items"
@@ -277,7 +283,7 @@ def _array_parser(hint: Any, spec: FieldSpec) -> Parser:
             identity: Any = None
             if keys and isinstance(raw, dict):
                 key_values = tuple(raw.get(k) for k in keys)
-                if None not in key_values:
+                if all(isinstance(v, str | int | float | bool) for v in key_values):
                     identity = key_values
                     at_key = f"{at}.{keys[0]}"
                     shown = show(key_values[0] if len(keys) == 1 else list(key_values))
@@ -306,7 +312,7 @@ _LABEL_VALUE = re.compile(LABEL_VALUE)
 def _map_parser(spec: FieldSpec) -> Parser:
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
         if not isinstance(value, dict):
-            errors.append(FieldError(path, _wrong_type("object", value)))
+            errors.append(FieldError(path, wrong_type("object", value)))
             return INVALID
         if spec.max_properties is not None and len(value) > spec.max_properties:
             errors.append(
@@ -322,7 +328,7 @@ def _map_parser(spec: FieldSpec) -> Parser:
                 errors.append(FieldError(at, f"invalid key {show(key)}: {QUALIFIED_NAME_REASON}"))
                 ok = False
             elif not isinstance(item, str):
-                errors.append(FieldError(at, _wrong_type("string", item)))
+                errors.append(FieldError(at, wrong_type("string", item)))
                 ok = False
             elif len(item) > 63 or not _LABEL_VALUE.match(item):
                 errors.append(FieldError(at, f"invalid value {show(item)}: {LABEL_VALUE_REASON}"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api.fields import LABEL_VALUE, FieldSpec
+from controller.api.fields import LABEL_VALUE, QUALIFIED_NAME, QUALIFIED_NAME_REASON, FieldSpec
 from controller.api.introspect import Kind, fields_of, item_hint, kind_of, rules_of, to_json
 
 
@@ -88,6 +88,12 @@ def _type_schema(hint: Any, spec: FieldSpec) -> dict[str, Any]:
         }
         if spec.max_properties is not None:
             out["maxProperties"] = spec.max_properties
+        out["x-kubernetes-validations"] = [
+            {
+                "rule": f"self.all(k, k.size() <= 316 && k.matches('{QUALIFIED_NAME}'))",
+                "message": f"every key {QUALIFIED_NAME_REASON}",
+            }
+        ]
         return out
     if kind is Kind.ARRAY:
         item = item_hint(hint)

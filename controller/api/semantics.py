@@ -11,10 +11,13 @@ from __future__ import annotations
 import zoneinfo
 from collections import defaultdict
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
-from controller.api.cron import CronError, parse_cron
+from controller.api.cron import CronError, next_after, parse_cron
 from controller.api.policy_set import PolicyError, PolicySet
 from controller.api.types import CapacityPolicy, TrainingProject
+
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def check_policy_set(policy_set: PolicySet) -> list[PolicyError]:
@@ -63,8 +66,8 @@ def _check_policy(policy: CapacityPolicy, origin: str) -> Iterator[PolicyError]:
         elif not pool.on_demand.floor_gpus <= manual.gpus <= pool.on_demand.ceiling_gpus:
             yield error(
                 f"{path}.gpus",
-                f"{manual.gpus} is outside pool {pool.name!r}'s on-demand bounds "
-                f"[{pool.on_demand.floor_gpus}, {pool.on_demand.ceiling_gpus}]",
+                f"{manual.gpus} is outside the on-demand bounds [{pool.on_demand.floor_gpus}, "
+                f"{pool.on_demand.ceiling_gpus}] of pool {pool.name!r}",
             )
 
 
@@ -88,12 +91,13 @@ def _check_project(
         elif quota.nominal_gpus > pool.max_gpus:
             yield error(
                 f"spec.quotas[{i}].nominalGpus",
-                f"{quota.nominal_gpus} exceeds pool {pool.name!r}'s maxGpus ({pool.max_gpus})",
+                f"{quota.nominal_gpus} exceeds maxGpus ({pool.max_gpus}) of pool {pool.name!r}",
             )
     for i, deadline in enumerate(spec.deadlines):
         if deadline.schedule is not None:
             try:
-                parse_cron(deadline.schedule)
+                # A schedule such as "0 0 31 2 *" parses but never fires.
+                next_after(parse_cron(deadline.schedule), _EPOCH, zoneinfo.ZoneInfo("UTC"))
             except CronError as exc:
                 yield error(f"spec.deadlines[{i}].schedule", str(exc))
         if deadline.time_zone is not None:

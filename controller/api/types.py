@@ -12,6 +12,7 @@ Serialized names are the camelCase of the Python names unless a field says other
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,14 +21,19 @@ from typing import ClassVar
 from controller.api.fields import (
     DNS_LABEL,
     DNS_LABEL_REASON,
+    EXTENDED_RESOURCE,
+    EXTENDED_RESOURCE_REASON,
+    KARPENTER_DOMAIN,
     LABEL_VALUE,
     LABEL_VALUE_REASON,
-    QUALIFIED_NAME,
-    QUALIFIED_NAME_REASON,
+    RESERVED_NODE_LABELS,
     FieldSpec,
     Rule,
     meta,
 )
+
+_KUBERNETES_IO = re.compile(r"^([^/]*[.])?kubernetes[.]io/")
+_KARPENTER = re.compile(KARPENTER_DOMAIN)
 
 GROUP = "quartermaster.dev"
 VERSION = "v1alpha1"
@@ -265,6 +271,26 @@ class GpuPool:
             field_path=".onDemand.ceilingGpus",
         ),
         Rule(
+            cel="!self.gpuResource.matches('^([^/]*[.])?kubernetes[.]io/')",
+            message="gpuResource must not be in the kubernetes.io domain, which is reserved "
+            "for built-in resources",
+            check=lambda p: not _KUBERNETES_IO.match(p.gpu_resource),
+            field_path=".gpuResource",
+        ),
+        Rule(
+            cel="!has(self.nodeLabels) || self.nodeLabels.all(k, !(k in "
+            + "["
+            + ", ".join(f"'{k}'" for k in RESERVED_NODE_LABELS)
+            + "]"
+            + f") && !k.matches('{KARPENTER_DOMAIN}'))",
+            message="nodeLabels must not set labels Karpenter reserves or Quartermaster sets "
+            "itself (karpenter.sh/*, kubernetes.io/hostname, zone, instance type, pool)",
+            check=lambda p: (
+                not any(k in RESERVED_NODE_LABELS or _KARPENTER.match(k) for k in p.node_labels)
+            ),
+            field_path=".nodeLabels",
+        ),
+        Rule(
             cel="self.warmPool.maxGpus <= self.maxGpus",
             message="warmPool.maxGpus must not exceed maxGpus",
             check=lambda p: p.warm_pool.max_gpus <= p.max_gpus,
@@ -312,8 +338,8 @@ class GpuPool:
         metadata=meta(
             "gpuResource is the extended resource name workloads request for the pool's GPUs.",
             max_length=253,
-            pattern=QUALIFIED_NAME,
-            pattern_reason=QUALIFIED_NAME_REASON,
+            pattern=EXTENDED_RESOURCE,
+            pattern_reason=EXTENDED_RESOURCE_REASON,
         ),
     )
     instance_types: tuple[str, ...] = field(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from math import floor
 
 from controller.api.policy_set import PolicySet
 from controller.api.types import OverrideMode, PoolMix, PoolQuota, TrainingProject
@@ -100,11 +99,11 @@ def _largest_remainder(total: int, weights: list[tuple[str, int]]) -> dict[str, 
     weight_sum = sum(w for _, w in weights)
     if weight_sum == 0 or total <= 0:
         return {name: 0 for name, _ in weights}
-    exact = {name: total * w / weight_sum for name, w in weights}
-    shares = {name: floor(value) for name, value in exact.items()}
+    # Integer arithmetic: float remainders such as 1.4 - 1 would break exact ties arbitrarily.
+    shares = {name: total * w // weight_sum for name, w in weights}
+    remainders = {name: total * w % weight_sum for name, w in weights}
     left = total - sum(shares.values())
-    by_remainder = sorted(weights, key=lambda nw: (-(exact[nw[0]] - shares[nw[0]]), nw[0]))
-    for name, _ in by_remainder[:left]:
+    for name, _ in sorted(weights, key=lambda nw: (-remainders[nw[0]], nw[0]))[:left]:
         shares[name] += 1
     return shares
 
@@ -121,7 +120,8 @@ def _split_limit(
     if not spot_ok:
         return None, limit
     total = spot + on_demand
-    on_demand_part = round(limit * on_demand / total) if total else 0
+    # Round halves up, in integers, so the split does not flip with the parity of the limit.
+    on_demand_part = (2 * limit * on_demand + total) // (2 * total) if total else 0
     if within_nominal:
         on_demand_part = min(max(on_demand_part, limit - spot), on_demand)
     return limit - on_demand_part, on_demand_part

@@ -99,7 +99,7 @@ def deployments(policy_set: PolicySet, namespace: str) -> list[KubeObject]:
                                 {
                                     "name": "placeholder",
                                     "image": PLACEHOLDER_IMAGE,
-                                    "resources": {"requests": gpus, "limits": gpus},
+                                    "resources": {"requests": dict(gpus), "limits": dict(gpus)},
                                     "securityContext": {
                                         "allowPrivilegeEscalation": False,
                                         "readOnlyRootFilesystem": True,

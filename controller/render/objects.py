@@ -30,7 +30,7 @@ def metadata(
 
 def weight(value: float) -> int | str:
     """A fair-sharing weight as a Kubernetes quantity: 2 stays 2, 0.5 becomes "0.5"."""
-    return int(value) if float(value).is_integer() else format(value, "g")
+    return int(value) if float(value).is_integer() else repr(float(value))
 
 
 def gibibytes(value: int) -> str:

@@ -1,0 +1,162 @@
+"""The `quartermaster` command: validate and render policies from Git.
+
+`validate` is what a GitOps repository runs in CI before merging a policy change; `render` shows
+(or writes, for review) the exact Kueue, Karpenter and KEDA objects a policy produces. Both use
+the bundled example policy when no `-f` is given, so a newcomer sees real output at once.
+
+Exit codes: 0 success, 1 the policy is invalid, 2 the command line is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from controller import __version__, names
+from controller.api.loader import load_path
+from controller.api.policy_set import InvalidPolicyError, PolicySet
+from controller.examples import EXAMPLE_DIR
+from controller.render.desired import render
+from controller.yamlio import dump_documents
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+def _policy_path(value: str | None) -> Path:
+    return Path(value) if value else EXAMPLE_DIR
+
+
+def _load(path: Path, err: TextIO) -> PolicySet | None:
+    try:
+        return load_path(path)
+    except InvalidPolicyError as invalid:
+        for error in invalid.errors:
+            print(error, file=err)
+        count = len(invalid.errors)
+        print(f"{path}: {count} error{'s' if count != 1 else ''}", file=err)
+        return None
+
+
+def _parse_targets(values: Sequence[str]) -> dict[str, int]:
+    targets: dict[str, int] = {}
+    for value in values:
+        pool, sep, gpus = value.partition("=")
+        if not sep or not pool or not gpus.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"--on-demand {value!r}: expected POOL=GPUS, e.g. a100=32"
+            )
+        targets[pool] = int(gpus)
+    return targets
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace `path` in one step, so a failed run never leaves half a file for GitOps to sync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = _policy_path(args.filename)
+    policy_set = _load(path, err)
+    if policy_set is None:
+        return EXIT_INVALID
+    pools = len(policy_set.policy.spec.pools)
+    print(
+        f"{path}: valid: CapacityPolicy {policy_set.policy.name} "
+        f"({len(policy_set.policy.spec.tiers)} tiers, {pools} pools), "
+        f"{len(policy_set.projects)} TrainingProjects",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = _policy_path(args.filename)
+    try:
+        targets = _parse_targets(args.on_demand)
+    except argparse.ArgumentTypeError as exc:
+        print(exc, file=err)
+        return EXIT_USAGE
+    policy_set = _load(path, err)
+    if policy_set is None:
+        return EXIT_INVALID
+    unknown = sorted(set(targets) - {p.name for p in policy_set.policy.spec.pools})
+    if unknown:
+        print(f"--on-demand: unknown pool(s) {', '.join(unknown)}", file=err)
+        return EXIT_USAGE
+    rendered = render(policy_set, on_demand_gpus=targets or None, namespace=args.namespace)
+    text = dump_documents(rendered.objects)
+    if args.output in (None, "-"):
+        out.write(text)
+    else:
+        _write_atomically(Path(args.output), text)
+        mix = ", ".join(
+            f"{m.pool} {m.on_demand_gpus} on-demand/{m.spot_gpus} spot" for m in rendered.mix
+        )
+        print(f"wrote {len(rendered.objects)} objects to {args.output} ({mix})", file=err)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quartermaster",
+        description="Deadline-aware GPU capacity for Kueue, Karpenter and KEDA.",
+    )
+    parser.add_argument("--version", action="version", version=f"quartermaster {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def policy_argument(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "-f",
+            "--filename",
+            metavar="PATH",
+            help="policy directory or file (default: the bundled example policy)",
+        )
+
+    validate = commands.add_parser("validate", help="check a policy; one line per error")
+    policy_argument(validate)
+    validate.set_defaults(handler=cmd_validate)
+
+    render_cmd = commands.add_parser("render", help="print the objects a policy produces")
+    policy_argument(render_cmd)
+    render_cmd.add_argument("-o", "--output", metavar="FILE", help="write YAML here (default -)")
+    render_cmd.add_argument(
+        "--namespace",
+        default=names.DEFAULT_NAMESPACE,
+        help="namespace of the warm-pool objects (default %(default)s)",
+    )
+    render_cmd.add_argument(
+        "--on-demand",
+        action="append",
+        default=[],
+        metavar="POOL=GPUS",
+        help="render for this on-demand target instead of the pool's floor (repeatable)",
+    )
+    render_cmd.set_defaults(handler=cmd_render)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.handler(args, out or sys.stdout, err or sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""A real API server and etcd for tests and the demo (like controller-runtime's envtest)."""

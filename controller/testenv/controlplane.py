@@ -1,0 +1,357 @@
+"""A real Kubernetes API server and etcd on loopback, for integration tests and the demo.
+
+There is no kind or Docker on the machines this project is built on, so the tests run the
+CRD API server that kube-apiserver embeds (built once from Debian's packages by
+`build-control-plane.sh` into `~/.cache/quartermaster/controlplane`), with a real etcd behind
+it. It validates, stores, watches and server-side-applies every custom resource exactly as a
+cluster does. Where `KUBEBUILDER_ASSETS` holds real `kube-apiserver` and `etcd` binaries, those
+are used instead and serve the built-in kinds for real.
+
+The manager starts and stops the two processes individually, on fixed ports, so tests can
+restart the API server or etcd in the middle of a reconcile.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+HERE = Path(__file__).parent
+BUILD_SCRIPT = HERE / "build-control-plane.sh"
+STANDINS_DIR = HERE / "standins"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("QUARTERMASTER_CACHE") or Path.home() / ".cache" / "quartermaster"
+    return Path(root) / "controlplane"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started; the message says where to look."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    apiserver: Path
+    etcd: Path
+    full_kube_apiserver: bool
+    """True for a real kube-apiserver (built-in kinds served), False for the CRD server."""
+
+
+def find_binaries(*, build: bool = True) -> Binaries:
+    """KUBEBUILDER_ASSETS if it has both binaries, else the cache, building it when missing."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        apiserver, etcd = Path(assets) / "kube-apiserver", Path(assets) / "etcd"
+        if apiserver.is_file() and etcd.is_file():
+            return Binaries(apiserver, etcd, full_kube_apiserver=True)
+    bin_dir = cache_dir() / "bin"
+    apiserver, etcd = bin_dir / "crd-apiserver", bin_dir / "etcd"
+    if not (apiserver.is_file() and etcd.is_file()):
+        if not build:
+            raise ControlPlaneError(f"no control plane binaries in {bin_dir}")
+        build_binaries()
+    return Binaries(apiserver, etcd, full_kube_apiserver=False)
+
+
+def build_binaries() -> None:
+    target = cache_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    log = target / "build.log"
+    with log.open("w") as handle:
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)],
+            env={**os.environ, "CP_DIR": str(target)},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-20:])
+        raise ControlPlaneError(f"building the control plane failed (log: {log}):\n{tail}")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _make_certificates(state: Path) -> None:
+    """A CA, a serving certificate for 127.0.0.1, and an admin client in system:masters."""
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=quartermaster-test-ca",
+        cwd=state,
+    )
+    (state / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    )
+    (state / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subject, ext in (
+        ("server", "/CN=localhost", "server.ext"),
+        ("admin", "/O=system:masters/CN=admin", "client.ext"),
+    ):
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=state,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "3650",
+            "-extfile",
+            ext,
+            cwd=state,
+        )
+    # kube-apiserver needs a service-account key pair; the CRD server ignores it.
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=state)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=state)
+    for key in state.glob("*.key"):
+        key.chmod(0o600)
+
+
+class ControlPlane:
+    """etcd + API server on loopback; a context manager that always stops both."""
+
+    def __init__(self, binaries: Binaries | None = None, state_dir: Path | None = None) -> None:
+        self.binaries = binaries or find_binaries()
+        self._owns_state = state_dir is None
+        self.state = state_dir or Path(tempfile.mkdtemp(prefix="qm-cp-"))
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.etcd_port, self.etcd_peer_port, self.api_port = free_ports(3)
+        self.token = os.urandom(24).hex()
+        self._etcd: subprocess.Popen[bytes] | None = None
+        self._apiserver: subprocess.Popen[bytes] | None = None
+
+    # ----------------------------------------------------------------- addresses
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.state / "ca.crt"
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> ControlPlane:
+        _make_certificates(self.state)
+        (self.state / "tokens.csv").write_text(f'{self.token},admin,admin,"system:masters"\n')
+        (self.state / "tokens.csv").chmod(0o600)
+        self._write_kubeconfig()
+        self.start_etcd()
+        self.start_apiserver()
+        return self
+
+    def stop(self) -> None:
+        self.stop_apiserver()
+        self.stop_etcd()
+        if self._owns_state:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start_etcd(self) -> None:
+        data = self.state / "etcd-data"
+        data.mkdir(mode=0o700, exist_ok=True)
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self._etcd = self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name",
+                "qm",
+                "--data-dir",
+                str(data),
+                "--listen-client-urls",
+                client,
+                "--advertise-client-urls",
+                client,
+                "--listen-peer-urls",
+                peer,
+                "--initial-advertise-peer-urls",
+                peer,
+                "--initial-cluster",
+                f"qm={peer}",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+            ],
+        )
+        self._wait(f"{client}/health", self._etcd, "etcd", tls=False)
+
+    def stop_etcd(self) -> None:
+        self._etcd = self._terminate(self._etcd)
+
+    def start_apiserver(self) -> None:
+        s = self.state
+        args = [
+            str(self.binaries.apiserver),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--tls-cert-file={s / 'server.crt'}",
+            f"--tls-private-key-file={s / 'server.key'}",
+            f"--client-ca-file={s / 'ca.crt'}",
+            f"--token-auth-file={s / 'tokens.csv'}",
+        ]
+        if self.binaries.full_kube_apiserver:
+            args += [
+                f"--service-account-key-file={s / 'sa.pub'}",
+                f"--service-account-signing-key-file={s / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+            ]
+        self._apiserver = self._spawn("apiserver", args)
+        self._wait(f"{self.server}/readyz", self._apiserver, "apiserver", tls=True)
+
+    def stop_apiserver(self) -> None:
+        self._apiserver = self._terminate(self._apiserver)
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would."""
+        if self._apiserver is not None:
+            self._apiserver.kill()
+            self._apiserver.wait()
+            self._apiserver = None
+
+    @property
+    def apiserver_running(self) -> bool:
+        return self._apiserver is not None and self._apiserver.poll() is None
+
+    # ----------------------------------------------------------------- helpers
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.state / f"{name}.log").open("ab")
+        try:
+            return subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        finally:
+            log.close()
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes] | None) -> None:
+        if process is None or process.poll() is not None:
+            return None
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return None
+
+    def _wait(self, url: str, process: subprocess.Popen[bytes], name: str, *, tls: bool) -> None:
+        context = ssl.create_default_context(cafile=str(self.ca_file)) if tls else None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=context) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
+                pass
+            time.sleep(0.05)
+        log = self.state / f"{name}.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else ""
+        raise ControlPlaneError(f"{name} did not become ready (log {log}):\n{tail}")
+
+    def _write_kubeconfig(self) -> None:
+        s = self.state
+        self.kubeconfig.write_text(
+            f"""apiVersion: v1
+kind: Config
+clusters:
+- name: qm
+  cluster:
+    server: {self.server}
+    certificate-authority: {s / "ca.crt"}
+users:
+- name: admin
+  user:
+    client-certificate: {s / "admin.crt"}
+    client-key: {s / "admin.key"}
+- name: admin-token
+  user:
+    token: {self.token}
+contexts:
+- name: admin
+  context: {{cluster: qm, user: admin}}
+- name: admin-token
+  context: {{cluster: qm, user: admin-token}}
+current-context: admin
+"""
+        )
+        self.kubeconfig.chmod(0o600)
