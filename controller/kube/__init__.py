@@ -1,0 +1,1 @@
+"""The only code that imports `kubernetes`: client, kinds, watches, apply, leases, events."""
