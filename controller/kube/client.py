@@ -150,9 +150,13 @@ class KubeClient:
         configuration = k8s.Configuration()
         if path is None:
             try:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
             except k8s_config.ConfigException:
-                k8s_config.load_kube_config(context=context, client_configuration=configuration)
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    context=context, client_configuration=configuration
+                )
         else:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=configuration
