@@ -11,6 +11,7 @@ for custom resources, so bodies stay plain dicts.
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,7 +29,6 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from controller.kube.kinds import Kind
@@ -217,15 +217,14 @@ class KubeClient:
         return decoded
 
     def _wait(self, state: RetryCallState) -> float:
+        """Retry-After when the server sent one, else jittered exponential backoff."""
         error = state.outcome.exception() if state.outcome else None
-        backoff = wait_exponential_jitter(
-            initial=self.retry.initial_seconds,
-            max=self.retry.max_backoff_seconds,
-            jitter=self.retry.jitter_seconds,
-        )(state)
         if isinstance(error, KubeError) and error.retry_after is not None:
             return max(error.retry_after, 0.0)
-        return backoff
+        exponential = self.retry.initial_seconds * 2 ** (state.attempt_number - 1)
+        return min(exponential, self.retry.max_backoff_seconds) + random.uniform(
+            0, self.retry.jitter_seconds
+        )
 
     def _log_retry(self, state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
