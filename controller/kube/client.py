@@ -220,8 +220,8 @@ class KubeClient:
         """Retry-After when the server sent one, else jittered exponential backoff."""
         error = state.outcome.exception() if state.outcome else None
         if isinstance(error, KubeError) and error.retry_after is not None:
-            return max(error.retry_after, 0.0)
-        exponential = self.retry.initial_seconds * 2 ** (state.attempt_number - 1)
+            return max(float(error.retry_after), 0.0)
+        exponential = self.retry.initial_seconds * 2.0 ** (state.attempt_number - 1)
         return min(exponential, self.retry.max_backoff_seconds) + random.uniform(
             0, self.retry.jitter_seconds
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ CLEANED_KINDS = (
 )
 
 
-def all_crds() -> list[dict[str, object]]:
+def all_crds() -> list[dict[str, Any]]:
     upstream = upstream_crds_dir()
     return read_crds(
         [*(upstream / name for name in UPSTREAM), REPO_ROOT / "manifests" / "crds", STANDINS_DIR]
@@ -49,7 +50,7 @@ def control_plane() -> Iterator[ControlPlane]:
     with ControlPlane() as plane:
         client = KubeClient.from_kubeconfig(str(plane.kubeconfig))
         try:
-            install_crds(client, all_crds())  # type: ignore[arg-type]
+            install_crds(client, all_crds())
         finally:
             client.close()
         yield plane
