@@ -1,32 +1,42 @@
-"""The `quartermaster` command: validate and render policies from Git.
+"""The `quartermaster` command: validate, render and plan policies from Git; run the controller.
 
 `validate` is what a GitOps repository runs in CI before merging a policy change; `render` shows
-(or writes, for review) the exact Kueue, Karpenter and KEDA objects a policy produces. Both use
-the bundled example policy when no `-f` is given, so a newcomer sees real output at once.
+(or writes, for review) the exact Kueue, Karpenter and KEDA objects a policy produces; `plan`
+compares them with a live cluster without writing; `run` is the controller. The policy commands
+use the bundled example policy when no `-f` is given, so a newcomer sees real output at once.
 
-Exit codes: 0 success, 1 the policy is invalid, 2 the command line is wrong.
+Exit codes: 0 success (for `plan`: nothing would change), 1 the policy is invalid or the
+cluster cannot be read, 2 the command line is wrong (for `plan`: something would change).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from controller import __version__, names
+from controller import __version__, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
 from controller.examples import EXAMPLE_DIR
+from controller.health import HealthServer
+from controller.kube.client import KubeClient, KubeError, RetryPolicy
+from controller.reconcile.diff import format_plan
+from controller.reconcile.loop import Controller, LoopOptions
+from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
 from controller.yamlio import dump_documents
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+EXIT_PLAN_CHANGES = 2
 
 
 def _policy_path(value: str | None) -> Path:
@@ -111,6 +121,62 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = _policy_path(args.filename)
+    policy_set = _load(path, err)
+    if policy_set is None:
+        return EXIT_INVALID
+    rendered = render(policy_set, namespace=args.namespace)
+    try:
+        client = KubeClient.from_kubeconfig(
+            args.kubeconfig, context=args.context, retry=RetryPolicy(max_delay_seconds=10)
+        )
+        try:
+            plan, unserved = plan_against_cluster(client, rendered)
+        finally:
+            client.close()
+    except (KubeError, OSError, ValueError) as exc:
+        print(f"cannot read the cluster: {exc}", file=err)
+        return EXIT_INVALID
+    out.write(format_plan(plan, unserved=unserved))
+    return EXIT_OK if plan.empty else EXIT_PLAN_CHANGES
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    logs.configure(json={"json": True, "console": False}.get(args.log_format))
+    identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
+    client = KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
+    controller = Controller(
+        client,
+        LoopOptions(
+            namespace=args.namespace,
+            identity=identity,
+            leader_election=args.leader_elect,
+            lease_duration_seconds=args.lease_duration,
+            renew_deadline_seconds=args.lease_duration * 2 / 3,
+            retry_period_seconds=max(args.lease_duration / 7.5, 0.2),
+            resync_seconds=args.resync_seconds,
+        ),
+    )
+    host, _, port = args.health_address.rpartition(":")
+    health = HealthServer(
+        host or "0.0.0.0", int(port), healthz=controller.healthy, readyz=controller.ready
+    )
+    health.start()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        controller.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        controller.run()
+    finally:
+        health.stop()
+        client.close()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quartermaster",
@@ -147,6 +213,48 @@ def build_parser() -> argparse.ArgumentParser:
         help="render for this on-demand target instead of the pool's floor (repeatable)",
     )
     render_cmd.set_defaults(handler=cmd_render)
+
+    def cluster_arguments(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+        sub.add_argument("--context", help="kubeconfig context")
+        sub.add_argument(
+            "--namespace",
+            default=names.DEFAULT_NAMESPACE,
+            help="the controller's namespace: warm pools, Lease (default %(default)s)",
+        )
+
+    plan = commands.add_parser(
+        "plan", help="diff the policy against a live cluster; exit 0 in sync, 2 if not"
+    )
+    policy_argument(plan)
+    cluster_arguments(plan)
+    plan.set_defaults(handler=cmd_plan)
+
+    run = commands.add_parser("run", help="run the controller")
+    cluster_arguments(run)
+    run.add_argument("--identity", help="leader-election identity (default host-pid)")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold a Lease so only one replica writes (default on)",
+    )
+    run.add_argument(
+        "--lease-duration", type=float, default=15.0, help="seconds (default %(default)s)"
+    )
+    run.add_argument(
+        "--resync-seconds", type=float, default=300.0, help="full resync period (default 300)"
+    )
+    run.add_argument(
+        "--health-address", default=":8080", help="host:port of /healthz, /readyz (default :8080)"
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default="auto",
+        help="auto: JSON unless stderr is a terminal",
+    )
+    run.set_defaults(handler=cmd_run)
     return parser
 
 

@@ -22,6 +22,12 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_DEADLINE = f"{DOMAIN}/deadline"
 ANNOTATION_EXPECTED_DURATION = f"{DOMAIN}/expected-duration-seconds"
 ANNOTATION_CHECKPOINT_INTERVAL = f"{DOMAIN}/checkpoint-interval-seconds"
+# The desired object as last applied, so fields the policy drops are noticed and removed.
+ANNOTATION_LAST_APPLIED = f"{DOMAIN}/last-applied"
+
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"
+LEASE_NAME = "quartermaster-controller"
+REPORTING_CONTROLLER = f"{DOMAIN}/controller"
 
 SPOT_TAINT_KEY = f"{DOMAIN}/spot"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"

@@ -181,7 +181,10 @@ class KubeClient:
     ) -> Any:
         resource_path = path + (f"?{urlencode(query)}" if query else "")
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        payload = json.dumps(body) if body is not None and not isinstance(body, str) else body
+        # The REST layer JSON-encodes bodies sent as JSON itself; an apply patch goes as text.
+        payload = body
+        if body is not None and "json" not in content_type and not isinstance(body, str):
+            payload = json.dumps(body)
         _, url, headers, _, _ = self.api_client.param_serialize(
             method, resource_path, header_params=headers, auth_settings=["BearerToken"]
         )

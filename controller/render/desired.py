@@ -14,7 +14,7 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
 from controller.render import karpenter, keda, kueue
-from controller.render.capacity import resolve_mix, split_quotas
+from controller.render.capacity import FlavorQuota, resolve_mix, split_quotas
 from controller.render.objects import KubeObject
 
 KIND_ORDER = (
@@ -36,6 +36,8 @@ class Rendered:
 
     objects: tuple[KubeObject, ...]
     mix: tuple[PoolMix, ...]
+    quotas: Mapping[tuple[str, str], FlavorQuota]
+    """Each (project, pool) quota split between spot and on-demand."""
 
 
 def _order(obj: KubeObject) -> tuple[int, str, str]:
@@ -64,4 +66,4 @@ def render(
     objects.extend(karpenter.node_pools(policy_set, mix))
     objects.extend(keda.deployments(policy_set, namespace))
     objects.extend(keda.scaled_objects(policy_set, namespace))
-    return Rendered(objects=tuple(sorted(objects, key=_order)), mix=mix)
+    return Rendered(objects=tuple(sorted(objects, key=_order)), mix=mix, quotas=quotas)

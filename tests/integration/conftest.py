@@ -51,6 +51,12 @@ def control_plane() -> Iterator[ControlPlane]:
         client = KubeClient.from_kubeconfig(str(plane.kubeconfig))
         try:
             install_crds(client, all_crds())
+            # The first LIST after a CRD is established can get 429 "storage is
+            # (re)initializing"; pay that once here rather than in the first test.
+            served = client.served_group_versions()
+            for kind in CLEANED_KINDS:
+                if kind.group_version in served:
+                    client.list(kind)
         finally:
             client.close()
         yield plane

@@ -1,0 +1,1 @@
+"""The loop: observe -> validate -> render -> plan -> apply/prune -> status and events."""

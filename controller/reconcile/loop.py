@@ -1,0 +1,193 @@
+"""The controller process: watches wake a level-triggered loop that reconciles while it leads.
+
+Any change to a policy object, a managed object or a Workload wakes the loop; after a short
+quiet period (so a burst of events costs one pass) it re-derives the whole desired state. A
+periodic resync catches anything a watch missed. Failed passes back off exponentially with
+jitter up to a minute, so an unreachable API server is never hammered. Only the replica holding
+the Lease reconciles; the others keep their watches warm and take over within a lease duration.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from controller import names
+from controller.kube import kinds
+from controller.kube.client import KubeClient, KubeError
+from controller.kube.events import EventRecorder
+from controller.kube.leader import LeaderElector
+from controller.kube.watch import Watcher
+from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    namespace: str = names.DEFAULT_NAMESPACE
+    identity: str = "quartermaster"
+    leader_election: bool = True
+    lease_name: str = names.LEASE_NAME
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    resync_seconds: float = 300.0
+    debounce_seconds: float = 0.3
+    max_backoff_seconds: float = 60.0
+
+
+class Controller:
+    """Runs until `stop` is set; `ready()` and `healthy()` feed the probes."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        options: LoopOptions,
+        *,
+        on_result: Callable[[ReconcileResult], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.on_result = on_result
+        self.on_error = on_error
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._synced_once = False
+        self._last_loop = time.monotonic()
+        self.elector: LeaderElector | None = None
+        if options.leader_election:
+            self.elector = LeaderElector(
+                client,
+                namespace=options.namespace,
+                name=options.lease_name,
+                identity=options.identity,
+                lease_duration=options.lease_duration_seconds,
+                renew_deadline=options.renew_deadline_seconds,
+                retry_period=options.retry_period_seconds,
+                on_started_leading=self._wake.set,
+            )
+        self.events = EventRecorder(client, reporting_instance=options.identity)
+        self.reconciler = Reconciler(
+            client,
+            namespace=options.namespace,
+            events=self.events,
+            may_write=self.is_leader,
+        )
+        self.watchers: list[Watcher] = []
+
+    # ------------------------------------------------------------------ state
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def ready(self) -> tuple[bool, str]:
+        if self.is_leader():
+            if self._synced_once:
+                return True, "leading; synced"
+            return False, "leading; first sync not done"
+        if self.watchers and all(w.synced.is_set() for w in self.watchers):
+            return True, "standby; watches synced"
+        return False, "standby; watches not synced"
+
+    def healthy(self) -> tuple[bool, str]:
+        stale = time.monotonic() - self._last_loop
+        limit = self.options.resync_seconds + self.options.max_backoff_seconds + 60
+        return (stale < limit), f"loop last ran {stale:.0f} s ago"
+
+    # ------------------------------------------------------------------ running
+    def _notify(self, _kind: str) -> None:
+        self._wake.set()
+
+    def _start_watchers(self) -> None:
+        served = self.client.served_group_versions()
+        watched: list[tuple[kinds.Kind, str | None]] = [
+            (kinds.CAPACITY_POLICY, None),
+            (kinds.TRAINING_PROJECT, None),
+            (kinds.WORKLOAD, None),
+            *((k, names.MANAGED_SELECTOR) for k in kinds.MANAGED_KINDS),
+        ]
+        for kind, selector in watched:
+            if kind.group_version not in served:
+                log.warning("kind_not_served", kind=kind.kind, group_version=kind.group_version)
+                continue
+            watcher = Watcher(
+                self.client,
+                kind,
+                notify=self._notify,
+                stop=self.stop_event,
+                label_selector=selector,
+            )
+            watcher.start()
+            self.watchers.append(watcher)
+
+    def run(self) -> None:
+        log.info(
+            "controller_starting",
+            identity=self.options.identity,
+            leader_election=self.options.leader_election,
+        )
+        self._start_with_retry(self._start_watchers)
+        if self.elector is not None:
+            self.elector.start()
+        backoff = 1.0
+        self._wake.set()
+        try:
+            while not self.stop_event.is_set():
+                self._last_loop = time.monotonic()
+                woken = self._wake.wait(timeout=self.options.resync_seconds)
+                if self.stop_event.is_set():
+                    break
+                if woken:
+                    self.stop_event.wait(self.options.debounce_seconds)
+                self._wake.clear()
+                if not self.is_leader():
+                    continue
+                try:
+                    result = self.reconciler.reconcile()
+                except NotLeaderError:
+                    log.warning("leadership_lost_mid_reconcile")
+                    continue
+                except KubeError as exc:
+                    delay = backoff + random.uniform(0, backoff / 2)
+                    log.error(
+                        "reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2)
+                    )
+                    if self.on_error:
+                        self.on_error(exc)
+                    self.stop_event.wait(delay)
+                    backoff = min(backoff * 2, self.options.max_backoff_seconds)
+                    self._wake.set()
+                    continue
+                backoff = 1.0
+                self._synced_once = True
+                if self.on_result:
+                    self.on_result(result)
+        finally:
+            self.shutdown()
+
+    def _start_with_retry(self, start: Callable[[], None]) -> None:
+        backoff = 1.0
+        while not self.stop_event.is_set():
+            try:
+                start()
+                return
+            except KubeError as exc:
+                log.error("startup_failed", error=str(exc)[:300], retry_in_seconds=backoff)
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, self.options.max_backoff_seconds)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self._wake.set()
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        log.info("controller_stopped", identity=self.options.identity)
