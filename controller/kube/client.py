@@ -14,9 +14,9 @@ import json
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlencode
 
 import structlog
@@ -101,11 +101,17 @@ class RequestStats:
 
     @property
     def writes(self) -> int:
-        return sum(n for verb, n in self.by_verb.items() if verb in WRITE_VERBS)
+        with self.lock:
+            counts = dict(self.by_verb)
+        return sum(n for verb, n in counts.items() if verb in WRITE_VERBS)
 
     def count(self, verb: str) -> None:
         with self.lock:
             self.by_verb[verb] += 1
+
+    def count_retry(self) -> None:
+        with self.lock:
+            self.retries += 1
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ class KubeClient:
         *,
         context: str | None = None,
         retry: RetryPolicy | None = None,
-    ) -> KubeClient:
+    ) -> Self:
         """From a kubeconfig file, or the in-cluster service account when there is none."""
         configuration = k8s.Configuration()
         if path is None:
@@ -209,6 +215,8 @@ class KubeClient:
             decoded = json.loads(text) if text else {}
         except json.JSONDecodeError:
             decoded = {"message": text}
+        if not isinstance(decoded, dict):
+            decoded = {"message": text}
         if not 200 <= response.status < 300:
             raise KubeError(
                 f"{method} {path}: {response.status} {decoded.get('message', text)[:500]}",
@@ -220,18 +228,25 @@ class KubeClient:
         return decoded
 
     def _wait(self, state: RetryCallState) -> float:
-        """Retry-After when the server sent one, else jittered exponential backoff."""
+        """Retry-After when the server sent one, else jittered exponential backoff.
+
+        Never past the deadline: a long Retry-After ends the retries instead of the call
+        overrunning what its caller (a lease renewal, say) can afford.
+        """
         error = state.outcome.exception() if state.outcome else None
         if isinstance(error, KubeError) and error.retry_after is not None:
-            return max(float(error.retry_after), 0.0)
-        exponential = self.retry.initial_seconds * 2.0 ** (state.attempt_number - 1)
-        return min(exponential, self.retry.max_backoff_seconds) + random.uniform(
-            0, self.retry.jitter_seconds
-        )
+            wanted = max(float(error.retry_after), 0.0)
+        else:
+            exponential = self.retry.initial_seconds * 2.0 ** (state.attempt_number - 1)
+            wanted = min(exponential, self.retry.max_backoff_seconds) + random.uniform(
+                0, self.retry.jitter_seconds
+            )
+        elapsed = state.seconds_since_start or 0.0
+        return min(wanted, max(self.retry.max_delay_seconds - elapsed, 0.0))
 
     def _log_retry(self, state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
-        self.stats.retries += 1
+        self.stats.count_retry()
         log.info(
             "request_retry",
             attempt=state.attempt_number,
@@ -338,7 +353,7 @@ class KubeClient:
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         stop: Callable[[], bool] = lambda: False,
-    ) -> Iterator[WatchEvent]:
+    ) -> Generator[WatchEvent, None, None]:
         """Events after `resource_version` until the server ends the watch or `stop()`.
 
         Raises KubeError with `gone` true when the version is too old (relist), and with

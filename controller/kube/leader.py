@@ -267,11 +267,12 @@ class LeaderElector:
         """Stop campaigning; with `release`, hand the Lease over now rather than at expiry.
 
         Blocks until the elector's thread has finished its current request, which with the
-        API server down can take as long as the client's retry deadline.
+        API server down can take as long as the client's retry deadline. Called from a
+        callback (the elector's own thread), it returns at once and the loop ends after it.
         """
         self._release_on_stop = release
         self._stopping.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     def is_leader(self) -> bool:
