@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo test lint typecheck unit crds golden bench clean
+.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -21,20 +21,25 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install the package with its dev tools
 
-demo: setup ## validate the bundled example policy and render its objects to out/
+controlplane: setup ## build (once, ~4 min) or reuse the test API server and etcd in ~/.cache/quartermaster
+	$(PY) -c "from controller.testenv.controlplane import find_binaries; print(find_binaries())"
+
+demo: controlplane ## validate and render the example policy, then run the controller on a real API server
 	$(BIN)/quartermaster validate
 	$(BIN)/quartermaster render -o out/example-rendered.yaml
 	@echo "--- objects in out/example-rendered.yaml:"
 	@grep '^kind:' out/example-rendered.yaml | sort | uniq -c
+	@echo "--- the controller against a real API server (the first run builds it: about 4 minutes)"
+	$(PY) -m e2e.demo
 
 lint: setup ## ruff lint and format check
-	$(BIN)/ruff check controller tests bench
-	$(BIN)/ruff format --check controller tests bench
+	$(BIN)/ruff check controller tests bench e2e
+	$(BIN)/ruff format --check controller tests bench e2e
 
 typecheck: setup ## mypy --strict
 	$(BIN)/mypy
 
-unit: setup ## the test suite only
+unit: controlplane ## the test suite only (unit and integration)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit ## everything CI runs: lint, type checks, all tests
@@ -45,8 +50,9 @@ crds: setup ## regenerate manifests/crds/ from controller/api/types.py
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml
 
-bench: setup ## validation + rendering speed and memory at 1,000 projects x 4 pools
+bench: setup ## policy speed at 1,000 projects; reconcile at 500 projects on a real API server
 	$(PY) bench/bench_policy.py
+	$(PY) bench/bench_reconcile.py
 
 clean: ## remove the venv and generated output
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -145,7 +145,18 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     logs.configure(json={"json": True, "console": False}.get(args.log_format))
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
-    client = KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
+    try:
+        client = KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
+    except KubeError as exc:
+        print(f"cannot connect to the cluster: {exc}", file=err)
+        return EXIT_INVALID
+    renew_deadline = args.lease_duration * 2 / 3
+    # Lease renewals must give up well within the renew deadline, not after 30 s of retries.
+    lease_client = KubeClient.from_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        retry=RetryPolicy(max_delay_seconds=renew_deadline / 2),
+    )
     controller = Controller(
         client,
         LoopOptions(
@@ -153,10 +164,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             identity=identity,
             leader_election=args.leader_elect,
             lease_duration_seconds=args.lease_duration,
-            renew_deadline_seconds=args.lease_duration * 2 / 3,
+            renew_deadline_seconds=renew_deadline,
             retry_period_seconds=max(args.lease_duration / 7.5, 0.2),
             resync_seconds=args.resync_seconds,
         ),
+        lease_client=lease_client,
     )
     host, _, port = args.health_address.rpartition(":")
     health = HealthServer(
@@ -174,6 +186,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         health.stop()
         client.close()
+        lease_client.close()
     return EXIT_OK
 
 
@@ -262,6 +275,9 @@ def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "run":
+        # Retries and warnings go to standard error: `plan` output is for scripts to read.
+        logs.configure(json=False, level="warning")
     code: int = args.handler(args, out or sys.stdout, err or sys.stderr)
     return code
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -142,6 +143,8 @@ class KubeClient:
         self.retry = retry or RetryPolicy()
         self.request_timeout = request_timeout
         self.stats = RequestStats()
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._streams_lock = threading.Lock()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -154,6 +157,17 @@ class KubeClient:
     ) -> Self:
         """From a kubeconfig file, or the in-cluster service account when there is none."""
         configuration = k8s.Configuration()
+        try:
+            cls._load_config(configuration, path, context)
+        except (k8s_config.ConfigException, OSError, ValueError) as exc:
+            raise KubeError(f"kubeconfig {path or '(default)'}: {exc}") from exc
+        configuration.retries = 0  # tenacity retries, with Retry-After; urllib3 must not.
+        return cls(k8s.ApiClient(configuration), retry=retry)
+
+    @staticmethod
+    def _load_config(
+        configuration: k8s.Configuration, path: str | None, context: str | None
+    ) -> None:
         if path is None:
             try:
                 k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
@@ -167,11 +181,21 @@ class KubeClient:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=configuration
             )
-        configuration.retries = 0  # tenacity retries, with Retry-After; urllib3 must not.
-        return cls(k8s.ApiClient(configuration), retry=retry)
 
     def close(self) -> None:
+        self.abort_watches()
         self.api_client.close()  # type: ignore[no-untyped-call]
+
+    def abort_watches(self) -> None:
+        """Cut every open watch stream, so a stopping controller does not hold the server.
+
+        A watch otherwise ends only when the server sends something or its timeout passes, and
+        an API server that is asked to stop waits for open watches.
+        """
+        with self._streams_lock:
+            streams = list(self._streams)
+        for response in streams:
+            response.shutdown()
 
     # ------------------------------------------------------------------ raw requests
     def _send(
@@ -208,6 +232,8 @@ class KubeClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(f"{method} {path}: connection failed: {exc}") from exc
         if stream and 200 <= response.status < 300:
+            with self._streams_lock:
+                self._streams.add(response.response)
             return response.response
         data = response.read()  # type: ignore[no-untyped-call]
         text = data.decode("utf-8", errors="replace") if data else ""

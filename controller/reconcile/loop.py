@@ -52,7 +52,9 @@ class Controller:
         *,
         on_result: Callable[[ReconcileResult], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
+        lease_client: KubeClient | None = None,
     ) -> None:
+        """`lease_client` should retry for less than the renew deadline (see `run`)."""
         self.client = client
         self.options = options
         self.on_result = on_result
@@ -64,7 +66,7 @@ class Controller:
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
-                client,
+                lease_client or client,
                 namespace=options.namespace,
                 name=options.lease_name,
                 identity=options.identity,
@@ -188,6 +190,9 @@ class Controller:
 
     def shutdown(self) -> None:
         self.stop_event.set()
+        self.client.abort_watches()
+        for watcher in self.watchers:
+            watcher.join(timeout=5)
         if self.elector is not None:
             self.elector.stop(release=True)
         log.info("controller_stopped", identity=self.options.identity)

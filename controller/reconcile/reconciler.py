@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -77,6 +78,8 @@ class ReconcileResult:
     pruned: int = 0
     status_writes: int = 0
     kept: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    """Objects the API server refused (a permanent error), as "Kind/name: reason"."""
     invalid: tuple[str, ...] = ()
     unserved: tuple[str, ...] = ()
     policy: str | None = None
@@ -224,6 +227,10 @@ class Reconciler:
                 apply_error = str(exc)[:500]
                 self._write_statuses(observed, validation, rendered, result, apply_error)
                 raise
+            if result.failed:
+                apply_error = f"{len(result.failed)} object(s) refused: " + "; ".join(
+                    result.failed[:5]
+                )
         self._write_statuses(observed, validation, rendered, result, apply_error)
         result.seconds = time.monotonic() - started
         log.info(
@@ -265,23 +272,43 @@ class Reconciler:
         )
         result.plan = plan
         result.kept = tuple(show_ref(ref(k.live)) for k in plan.kept)
-        for obj in plan.creates:
-            self._apply(obj)
-            result.created += 1
-        for update in plan.updates:
-            self._apply(update.desired)
-            result.updated += 1
-            log.info(
-                "object_updated",
-                ref=show_ref(ref(update.desired)),
-                changes=[str(c) for c in update.changes[:10]],
-            )
-        for obj in plan.prunes:
+        failed: list[str] = []
+
+        def attempt(obj: KubeObject, write: Callable[[], object]) -> bool:
+            """One write; a permanent refusal is recorded and the pass goes on."""
             self._guard()
-            kind = kinds.kind_of(obj)
-            self.client.delete(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
-            result.pruned += 1
-            log.info("object_pruned", ref=show_ref(ref(obj)))
+            try:
+                write()
+            except KubeError as exc:
+                if exc.retryable:
+                    raise
+                failed.append(f"{show_ref(ref(obj))}: {str(exc)[:300]}")
+                log.warning(
+                    "apply_refused", ref=show_ref(ref(obj)), status=exc.status, error=str(exc)[:300]
+                )
+                return False
+            return True
+
+        for obj in plan.creates:
+            if attempt(obj, partial(self._apply, obj)):
+                result.created += 1
+        for update in plan.updates:
+            if attempt(update.desired, partial(self._apply, update.desired)):
+                result.updated += 1
+                log.info(
+                    "object_updated",
+                    ref=show_ref(ref(update.desired)),
+                    changes=[str(c) for c in update.changes[:10]],
+                )
+        for obj in plan.prunes:
+            meta = obj["metadata"]
+            delete = partial(
+                self.client.delete, kinds.kind_of(obj), meta["name"], meta.get("namespace")
+            )
+            if attempt(obj, delete):
+                result.pruned += 1
+                log.info("object_pruned", ref=show_ref(ref(obj)))
+        result.failed = tuple(failed)
         for kept in plan.kept:
             log.info("prune_blocked", ref=show_ref(ref(kept.live)), reason=kept.reason)
             if kept.reason == "WorkloadsPresent" and self.events is not None:
@@ -306,7 +333,6 @@ class Reconciler:
             )
 
     def _apply(self, obj: KubeObject) -> None:
-        self._guard()
         kind = kinds.kind_of(obj)
         self.client.apply(kind, with_last_applied(obj), field_manager=names.FIELD_MANAGER)
 

@@ -10,7 +10,7 @@ projects in proportion to their nominal quota, by largest remainder so the parts
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.api.policy_set import PolicySet
 from controller.api.types import OverrideMode, PoolMix, PoolQuota, TrainingProject
@@ -25,6 +25,17 @@ class PoolDemand:
     """Projects' nominal quotas plus tier reservations: the pool's GPUs under the mix."""
     on_demand_only_gpus: int
     """The part of total_gpus that must be on-demand."""
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """A decided mix for one pool: its on-demand GPUs, who they are held for, who is deferred."""
+
+    on_demand_gpus: int
+    assignments: Mapping[str, int] = field(default_factory=dict)
+    """On-demand GPUs held for at-risk projects before the rest is shared in proportion."""
+    deferred_tiers: tuple[str, ...] = ()
+    """Tiers whose projects may not borrow in the pool while its ceiling binds."""
 
 
 @dataclass(frozen=True)
@@ -128,9 +139,15 @@ def _split_limit(
 
 
 def split_quotas(
-    policy_set: PolicySet, mixes: tuple[PoolMix, ...]
+    policy_set: PolicySet,
+    mixes: tuple[PoolMix, ...],
+    assignments: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[tuple[str, str], FlavorQuota]:
-    """Every (project, pool) quota divided between the pool's spot and on-demand flavors."""
+    """Every (project, pool) quota divided between the pool's spot and on-demand flavors.
+
+    `assignments[pool][project]` on-demand GPUs go to that project first (an at-risk project's
+    share, decided by `controller.decide`); the rest is shared in proportion to quota.
+    """
     reserved: dict[str, int] = {}
     for tier in policy_set.policy.spec.tiers:
         for reservation in tier.reserved:
@@ -144,10 +161,17 @@ def split_quotas(
             if quota.pool == mix.pool
         ]
         fixed = reserved.get(mix.pool, 0) + sum(q.nominal_gpus for _, q, ok in quotas if not ok)
-        flexible = [(p.name, q.nominal_gpus) for p, q, ok in quotas if ok]
-        on_demand_share = _largest_remainder(
-            min(max(mix.on_demand_gpus - fixed, 0), sum(w for _, w in flexible)), flexible
+        room = max(mix.on_demand_gpus - fixed, 0)
+        held: dict[str, int] = {}
+        for project, quota, ok in quotas:
+            wanted = (assignments or {}).get(mix.pool, {}).get(project.name, 0)
+            if ok and wanted > 0:
+                held[project.name] = min(wanted, quota.nominal_gpus, room - sum(held.values()))
+        flexible = [(p.name, q.nominal_gpus - held.get(p.name, 0)) for p, q, ok in quotas if ok]
+        shared = _largest_remainder(
+            min(room - sum(held.values()), sum(w for _, w in flexible)), flexible
         )
+        on_demand_share = {name: shared[name] + held.get(name, 0) for name in shared}
         for project, quota, ok in quotas:
             on_demand = on_demand_share[project.name] if ok else quota.nominal_gpus
             spot = quota.nominal_gpus - on_demand

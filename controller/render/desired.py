@@ -14,7 +14,7 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
 from controller.render import karpenter, keda, kueue
-from controller.render.capacity import FlavorQuota, resolve_mix, split_quotas
+from controller.render.capacity import FlavorQuota, PoolTarget, resolve_mix, split_quotas
 from controller.render.objects import KubeObject
 
 KIND_ORDER = (
@@ -49,11 +49,18 @@ def render(
     policy_set: PolicySet,
     *,
     on_demand_gpus: Mapping[str, int] | None = None,
+    targets: Mapping[str, PoolTarget] | None = None,
     namespace: str = names.DEFAULT_NAMESPACE,
 ) -> Rendered:
-    """Every object the policy needs, for the given on-demand targets (floors when None)."""
-    mix = resolve_mix(policy_set, on_demand_gpus)
-    quotas = split_quotas(policy_set, mix)
+    """Every object the policy needs, for the decided pool targets (or plain on-demand counts;
+    the floors when neither is given)."""
+    counts = dict(on_demand_gpus or {})
+    counts.update({pool: t.on_demand_gpus for pool, t in (targets or {}).items()})
+    mix = resolve_mix(policy_set, counts or None)
+    quotas = split_quotas(
+        policy_set, mix, {pool: t.assignments for pool, t in (targets or {}).items()}
+    )
+    deferred = {pool: t.deferred_tiers for pool, t in (targets or {}).items() if t.deferred_tiers}
     objects: list[KubeObject] = [
         *keda.priority_classes(policy_set),
         *kueue.workload_priority_classes(policy_set),
@@ -61,7 +68,7 @@ def render(
         *kueue.cohorts(policy_set),
     ]
     for project in policy_set.projects:
-        objects.append(kueue.cluster_queue(policy_set, project, quotas))
+        objects.append(kueue.cluster_queue(policy_set, project, quotas, deferred=deferred))
         objects.extend(kueue.local_queues(policy_set, project))
     objects.extend(karpenter.node_pools(policy_set, mix))
     objects.extend(keda.deployments(policy_set, namespace))

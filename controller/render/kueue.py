@@ -9,7 +9,8 @@ admitted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from controller import names
@@ -176,8 +177,9 @@ def cohorts(policy_set: PolicySet) -> list[KubeObject]:
 def _flavors(
     policy_set: PolicySet,
     project: TrainingProject,
-    quotas: dict[tuple[str, str], FlavorQuota],
+    quotas: Mapping[tuple[str, str], FlavorQuota],
     gpu_resources: list[str],
+    deferred: Mapping[str, tuple[str, ...]],
 ) -> list[dict[str, Any]]:
     flavors = []
     spot_ok = spot_allowed(policy_set, project)
@@ -185,6 +187,9 @@ def _flavors(
         pool = policy_set.policy.pool(pool_quota.pool)
         assert pool is not None, "validated policies name only defined pools"
         split = quotas[(project.name, pool.name)]
+        if project.spec.tier in deferred.get(pool.name, ()):
+            # The pool's ceiling binds: the lowest tier stops borrowing there.
+            split = replace(split, spot_borrowing_limit=0, on_demand_borrowing_limit=0)
         if spot_ok:
             flavors.append(
                 {
@@ -216,7 +221,9 @@ def _flavors(
 def cluster_queue(
     policy_set: PolicySet,
     project: TrainingProject,
-    quotas: dict[tuple[str, str], FlavorQuota],
+    quotas: Mapping[tuple[str, str], FlavorQuota],
+    *,
+    deferred: Mapping[str, tuple[str, ...]] | None = None,
 ) -> KubeObject:
     policy = policy_set.policy
     tier = policy.tier(project.spec.tier)
@@ -243,7 +250,7 @@ def cluster_queue(
         "resourceGroups": [
             {
                 "coveredResources": _covered(gpu_resources),
-                "flavors": _flavors(policy_set, project, quotas, gpu_resources),
+                "flavors": _flavors(policy_set, project, quotas, gpu_resources, deferred or {}),
             }
         ],
     }
