@@ -24,6 +24,10 @@ setup: $(STAMP) ## create .venv and install the package with its dev tools
 controlplane: setup ## build (once, ~4 min) or reuse the test API server and etcd in ~/.cache/quartermaster
 	$(PY) -c "from controller.testenv.controlplane import find_binaries; print(find_binaries())"
 
+.PHONY: prometheus
+prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into ~/.cache/quartermaster
+	$(PY) -m controller.testenv.prometheus
+
 demo: controlplane ## validate and render the example policy, then run the controller on a real API server
 	$(BIN)/quartermaster validate
 	$(BIN)/quartermaster render -o out/example-rendered.yaml
@@ -39,7 +43,7 @@ lint: setup ## ruff lint and format check
 typecheck: setup ## mypy --strict
 	$(BIN)/mypy
 
-unit: controlplane ## the test suite only (unit and integration)
+unit: controlplane prometheus ## the test suite only (unit and integration)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit ## everything CI runs: lint, type checks, all tests

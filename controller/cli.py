@@ -126,13 +126,12 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policy_set = _load(path, err)
     if policy_set is None:
         return EXIT_INVALID
-    rendered = render(policy_set, namespace=args.namespace)
     try:
         client = KubeClient.from_kubeconfig(
             args.kubeconfig, context=args.context, retry=RetryPolicy(max_delay_seconds=10)
         )
         try:
-            plan, unserved = plan_against_cluster(client, rendered)
+            plan, unserved = plan_against_cluster(client, policy_set, namespace=args.namespace)
         finally:
             client.close()
     except (KubeError, OSError, ValueError) as exc:

@@ -22,6 +22,10 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_DEADLINE = f"{DOMAIN}/deadline"
 ANNOTATION_EXPECTED_DURATION = f"{DOMAIN}/expected-duration-seconds"
 ANNOTATION_CHECKPOINT_INTERVAL = f"{DOMAIN}/checkpoint-interval-seconds"
+# Kueue's effective-priority adjustment, and our mark that we set it (so we only remove ours).
+ANNOTATION_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
+ANNOTATION_BOOSTED = f"{DOMAIN}/boosted"
+BOOST_FIELD_MANAGER = "quartermaster-boost"
 # The desired object as last applied, so fields the policy drops are noticed and removed.
 ANNOTATION_LAST_APPLIED = f"{DOMAIN}/last-applied"
 

@@ -398,6 +398,15 @@ class GpuPool:
             maximum=10,
         ),
     )
+    spot_availability: float = field(
+        default=0.9,
+        metadata=meta(
+            "spotAvailability is the prior for the share of the pool's spot quota the market "
+            "delivers when asked; the risk model plans for less when it is lower.",
+            minimum=0,
+            maximum=1,
+        ),
+    )
     warm_pool: WarmPoolBounds = field(
         default_factory=WarmPoolBounds,
         metadata=meta("warmPool bounds the idle GPUs kept ready in the pool."),
@@ -466,6 +475,22 @@ class RiskSettings:
         metadata=meta(
             "priorityBoost annotates at-risk workloads with kueue.x-k8s.io/priority-boost "
             "(needs Kueue's PriorityBoost feature gate)."
+        ),
+    )
+    priority_boost_value: int = field(
+        default=1000,
+        metadata=meta(
+            "priorityBoostValue is added to an at-risk workload's effective priority.",
+            minimum=1,
+            maximum=1000000,
+        ),
+    )
+    samples: int = field(
+        default=500,
+        metadata=meta(
+            "samples is the number of Monte Carlo samples behind each risk estimate.",
+            minimum=50,
+            maximum=10000,
         ),
     )
 
@@ -935,6 +960,57 @@ class TrainingProjectStatus:
 
 
 @dataclass(frozen=True)
+class Assignment:
+    """On-demand GPUs of a pool held for one at-risk project."""
+
+    project: str = field(metadata=_name("project name."))
+    gpus: int = field(metadata=meta("gpus held for it.", minimum=0))
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """A pool's mix and the state its next decision starts from."""
+
+    pool: str = field(metadata=_name("pool name.", SHORT_NAME))
+    on_demand_gpus: int = field(metadata=meta("onDemandGpus in force.", minimum=0))
+    spot_gpus: int = field(default=0, metadata=meta("spotGpus in force.", minimum=0))
+    assignments: tuple[Assignment, ...] = field(
+        default=(),
+        metadata=meta(
+            "assignments are on-demand GPUs held for at-risk projects.",
+            max_items=1000,
+            list_map_keys=("project",),
+        ),
+    )
+    raise_since: datetime | None = field(
+        default=None,
+        metadata=meta("raiseSince is when risk went above raiseThreshold.", format="date-time"),
+    )
+    lower_since: datetime | None = field(
+        default=None,
+        metadata=meta("lowerSince is when risk went below lowerThreshold.", format="date-time"),
+    )
+    last_change: datetime | None = field(
+        default=None, metadata=meta("lastChange is when the mix last moved.", format="date-time")
+    )
+    deferred_tiers: tuple[str, ...] = field(
+        default=(),
+        metadata=meta(
+            "deferredTiers may not borrow in the pool while its ceiling binds.",
+            max_items=8,
+            list_set=True,
+            item_max_length=63,
+        ),
+    )
+    warm_pool_target_gpus: int | None = field(
+        default=None, metadata=meta("warmPoolTargetGpus is the idle GPUs to keep up.", minimum=0)
+    )
+    last_decision: Decision | None = field(
+        default=None, metadata=meta("lastDecision taken for the pool and why.")
+    )
+
+
+@dataclass(frozen=True)
 class CapacityPolicyStatus:
     """What the controller is doing with the policy."""
 
@@ -948,6 +1024,10 @@ class CapacityPolicyStatus:
     mix: tuple[PoolMix, ...] = field(
         default=(),
         metadata=meta("mix per pool in force.", max_items=16, list_map_keys=("pool",)),
+    )
+    pools: tuple[PoolStatus, ...] = field(
+        default=(),
+        metadata=meta("pools: each pool's decision state.", max_items=16, list_map_keys=("pool",)),
     )
     last_decision: Decision | None = field(
         default=None, metadata=meta("lastDecision taken and why.")

@@ -19,9 +19,14 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from controller import names
+from controller.api.policy_set import PolicySet
 from controller.api.types import CapacityPolicy, TrainingProject
+from controller.decide.mix import Action
+from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
+from controller.metrics import BINDING_REASONS, Metrics
 from controller.reconcile.diff import (
     KubeObject,
     Plan,
@@ -35,11 +40,17 @@ from controller.reconcile.status import (
     PolicyOutcome,
     ProjectOutcome,
     policy_status,
+    pool_states,
+    pool_status_entries,
+    project_capacity_status,
     project_status,
     status_changed,
 )
 from controller.reconcile.validation import ClusterValidation, validate_cluster
+from controller.render.capacity import PoolTarget
 from controller.render.desired import Rendered, render
+from controller.risk.pools import node_claim_view
+from controller.risk.workloads import workload_view
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +80,7 @@ class Observed:
     projects: tuple[KubeObject, ...]
     managed: tuple[KubeObject, ...]
     workloads: tuple[KubeObject, ...]
+    node_claims: tuple[KubeObject, ...] = ()
 
 
 @dataclass
@@ -85,10 +97,12 @@ class ReconcileResult:
     policy: str | None = None
     seconds: float = 0.0
     plan: Plan | None = field(default=None, repr=False)
+    capacity: CapacityPlan | None = field(default=None, repr=False)
+    boosts_written: int = 0
 
     @property
     def writes(self) -> int:
-        return self.created + self.updated + self.pruned + self.status_writes
+        return self.created + self.updated + self.pruned + self.status_writes + self.boosts_written
 
 
 def _finished(workload: Mapping[str, Any]) -> bool:
@@ -143,14 +157,26 @@ def protected_objects(
     return protected
 
 
-def plan_against_cluster(client: KubeClient, rendered: Rendered) -> tuple[Plan, tuple[str, ...]]:
-    """What applying `rendered` would change, reading the cluster and writing nothing.
+def plan_against_cluster(
+    client: KubeClient, policy_set: PolicySet, *, namespace: str = names.DEFAULT_NAMESPACE
+) -> tuple[Plan, tuple[str, ...]]:
+    """What applying the policy would change, reading the cluster and writing nothing.
 
-    Returns the plan and the kinds the cluster does not serve (skipped, as the controller
-    would skip them).
+    Renders with the mix the controller last decided (kept in the live policy's status), so a
+    raise the controller made is not shown as drift. Returns the plan and the kinds the cluster
+    does not serve (skipped, as the controller would skip them).
     """
     reader = Reconciler(client, may_write=lambda: False)
     observed = reader.observe()
+    live = next(
+        (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
+    )
+    targets = {
+        pool: PoolTarget(state.on_demand_gpus, dict(state.assignments), state.deferred_tiers)
+        for pool, state in pool_states(live).items()
+        if policy_set.policy.pool(pool) is not None
+    }
+    rendered = render(policy_set, targets=targets, namespace=namespace)
     desired = [o for o in rendered.objects if kinds.kind_of(o).group_version in observed.served]
     unserved = sorted(
         {f"{o['apiVersion']} {o['kind']}" for o in rendered.objects}
@@ -176,14 +202,19 @@ class Reconciler:
         events: EventSink | None = None,
         may_write: Callable[[], bool] = lambda: True,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        on_demand_targets: Callable[[], Mapping[str, int] | None] = lambda: None,
+        metrics: Metrics | None = None,
+        history: HistoryReader | None = None,
+        seed: int = 0,
     ) -> None:
         self.client = client
         self.namespace = namespace
         self.events = events
         self.may_write = may_write
         self.wall_clock = wall_clock
-        self.on_demand_targets = on_demand_targets
+        self.metrics = metrics
+        self.history = history
+        self.seed = seed
+        self._finished_seen: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
@@ -198,7 +229,70 @@ class Reconciler:
         workloads: list[KubeObject] = []
         if kinds.WORKLOAD.group_version in served:
             workloads, _ = self.client.list(kinds.WORKLOAD)
-        return Observed(served, tuple(policies), tuple(projects), tuple(managed), tuple(workloads))
+        claims: list[KubeObject] = []
+        if kinds.NODE_CLAIM.group_version in served:
+            claims, _ = self.client.list(kinds.NODE_CLAIM)
+        return Observed(
+            served,
+            tuple(policies),
+            tuple(projects),
+            tuple(managed),
+            tuple(workloads),
+            tuple(claims),
+        )
+
+    # ------------------------------------------------------------------ decide
+    def _decide(self, observed: Observed, policy_set: PolicySet) -> CapacityPlan:
+        policy = policy_set.policy
+        live_policy = next(p for p in observed.policies if p["metadata"]["name"] == policy.name)
+        gpu_resources = frozenset(p.gpu_resource for p in policy.spec.pools)
+        workloads = [workload_view(w, gpu_resources) for w in observed.workloads]
+        claims = [c for c in map(node_claim_view, observed.node_claims) if c is not None]
+        history = History()
+        if self.history is not None:
+            history = self.history.read(
+                policy.spec.prometheus,
+                pools=[p.name for p in policy.spec.pools],
+                horizon_seconds={
+                    p.name: float(p.provisioning_latency_seconds) for p in policy.spec.pools
+                },
+            )
+        plan = plan_capacity(
+            policy_set,
+            states=pool_states(live_policy),
+            workloads=workloads,
+            node_claims=claims,
+            history=history,
+            now=self.wall_clock().timestamp(),
+            namespace=self.namespace,
+            seed=self.seed,
+        )
+        if self.metrics is not None:
+            tiers = {p.name: p.spec.tier for p in policy_set.projects}
+            self.metrics.update(policy_set, plan)
+            self.metrics.prometheus_up.set(1.0 if history.available else 0.0)
+            self.metrics.observe_finished(
+                (w.queue, tiers[w.queue], w.finished_at - w.admitted_at)
+                for w in workloads
+                if w.finished_at
+                and w.admitted_at
+                and w.queue in tiers
+                and (w.namespace, w.name) not in self._finished_seen
+            )
+        self._finished_seen = {(w.namespace, w.name) for w in workloads if w.finished}
+        for decision in plan.decisions:
+            if decision.target != decision.previous or decision.action == Action.RAISE:
+                log.info(
+                    "capacity_decision",
+                    pool=decision.pool,
+                    action=decision.action,
+                    reason=decision.reason,
+                    previous=decision.previous,
+                    target=decision.target,
+                    message=decision.message,
+                    inputs={k: round(v, 4) for k, v in decision.inputs.items()},
+                )
+        return plan
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> ReconcileResult:
@@ -216,13 +310,15 @@ class Reconciler:
         rendered: Rendered | None = None
         apply_error: str | None = None
         if validation.policy_set is not None:
-            rendered = render(
-                validation.policy_set,
-                on_demand_gpus=self.on_demand_targets(),
-                namespace=self.namespace,
-            )
+            capacity = self._decide(observed, validation.policy_set)
+            result.capacity = capacity
+            rendered = capacity.rendered
             try:
                 self._converge(observed, validation, rendered, result)
+                self._emit_decisions(observed, validation.policy_set, capacity)
+                result.boosts_written = self._apply_boosts(
+                    observed, validation.policy_set, capacity
+                )
             except KubeError as exc:
                 apply_error = str(exc)[:500]
                 self._write_statuses(observed, validation, rendered, result, apply_error)
@@ -332,6 +428,78 @@ class Reconciler:
                 f"pruned {result.pruned}, kept {len(plan.kept)}",
             )
 
+    def _emit_decisions(
+        self, observed: Observed, policy_set: PolicySet, capacity: CapacityPlan
+    ) -> None:
+        """An Event on the policy (and on each project served) for every change of the mix."""
+        if self.events is None:
+            return
+        live = {p["metadata"]["name"]: p for p in observed.projects}
+        policy = next(
+            p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name
+        )
+        for decision in capacity.decisions:
+            if decision.target == decision.previous:
+                continue
+            event_type: Literal["Normal", "Warning"] = (
+                "Warning" if decision.reason in BINDING_REASONS else "Normal"
+            )
+            note = f"pool {decision.pool}: {decision.message}"
+            self.events.emit(
+                policy, type=event_type, reason=decision.reason, action=decision.action, note=note
+            )
+            for project in decision.state.assignments:
+                if project in live:
+                    self.events.emit(
+                        live[project],
+                        type=event_type,
+                        reason=decision.reason,
+                        action=decision.action,
+                        note=note,
+                    )
+
+    def _apply_boosts(
+        self, observed: Observed, policy_set: PolicySet, capacity: CapacityPlan
+    ) -> int:
+        """Kueue priority boosts on at-risk workloads, added and removed as the risk moves."""
+        value = str(policy_set.policy.spec.risk.priority_boost_value)
+        writes = 0
+        for workload in observed.workloads:
+            meta = workload["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            annotations = meta.get("annotations") or {}
+            boosted = annotations.get(names.ANNOTATION_BOOSTED) == "true"
+            wanted = key in capacity.boosts
+            in_place = annotations.get(names.ANNOTATION_PRIORITY_BOOST) == value
+            if wanted == boosted and (in_place or not wanted):
+                continue
+            wanted_annotations = (
+                {names.ANNOTATION_PRIORITY_BOOST: value, names.ANNOTATION_BOOSTED: "true"}
+                if wanted
+                else {}
+            )
+            body = {
+                "apiVersion": kinds.WORKLOAD.api_version,
+                "kind": kinds.WORKLOAD.kind,
+                "metadata": {
+                    "name": meta["name"],
+                    "namespace": meta.get("namespace"),
+                    "annotations": wanted_annotations,
+                },
+            }
+            self._guard()
+            try:
+                # Applying no annotations under our own field manager removes the ones we set.
+                self.client.apply(kinds.WORKLOAD, body, field_manager=names.BOOST_FIELD_MANAGER)
+            except KubeError as exc:
+                if exc.retryable:
+                    raise
+                log.warning("boost_refused", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
+                continue
+            writes += 1
+            log.info("priority_boost", workload=f"{key[0]}/{key[1]}", boosted=wanted)
+        return writes
+
     def _apply(self, obj: KubeObject) -> None:
         kind = kinds.kind_of(obj)
         self.client.apply(kind, with_last_applied(obj), field_manager=names.FIELD_MANAGER)
@@ -366,6 +534,7 @@ class Reconciler:
         now = self.wall_clock()
         for live in observed.policies:
             name = live["metadata"]["name"]
+            capacity = result.capacity
             outcome = PolicyOutcome(
                 errors=validation.errors_of(CapacityPolicy.KIND, name),
                 projects=len(validation.policy_set.projects) if validation.policy_set else 0,
@@ -373,6 +542,15 @@ class Reconciler:
                 unserved=result.unserved,
                 kept=result.kept,
                 apply_error=apply_error,
+                pools=tuple(pool_status_entries(capacity, live, now=now.timestamp()))
+                if capacity is not None
+                else (),
+                history_error=self.history.error if self.history is not None else None,
+                binding=tuple(
+                    f"{d.pool}: {d.reason}"
+                    for d in (capacity.decisions if capacity is not None else ())
+                    if d.reason in BINDING_REASONS
+                ),
             )
             was_valid = _condition_status(live, "Valid")
             if self._write_status(
@@ -400,6 +578,9 @@ class Reconciler:
                 policy_valid=validation.policy_set is not None,
                 quotas=quotas,
                 apply_error=apply_error,
+                capacity=project_capacity_status(result.capacity, name, live, now=now.timestamp())
+                if result.capacity is not None and not errors
+                else None,
             )
             was_valid = _condition_status(live, "Valid")
             status = project_status(live, project_outcome, now=now)

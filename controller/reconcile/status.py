@@ -7,13 +7,16 @@ status and the reconciler writes nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.api.policy_set import PolicyError
 from controller.api.types import PoolMix
+from controller.decide.mix import Action, Decision, PoolState, Reason
+from controller.decide.plan import CapacityPlan
 from controller.render.capacity import FlavorQuota
 
 MAX_MESSAGE = 1024
@@ -66,6 +69,10 @@ class PolicyOutcome:
     unserved: tuple[str, ...]
     kept: tuple[str, ...]
     apply_error: str | None = None
+    pools: tuple[dict[str, Any], ...] = ()
+    history_error: str | None = None
+    binding: tuple[str, ...] = ()
+    """Pools whose ceiling or budgets bind, as "pool: reason"."""
 
 
 def policy_status(
@@ -119,7 +126,29 @@ def policy_status(
             else "",
         )
     )
+    if valid:
+        conditions.append(
+            cond(
+                "HistoryAvailable",
+                outcome.history_error is None,
+                "Queried" if outcome.history_error is None else "PrometheusUnreachable",
+                ""
+                if outcome.history_error is None
+                else f"{outcome.history_error}; using priors and the last good history, and never "
+                "lowering on-demand capacity until Prometheus answers",
+            )
+        )
+        conditions.append(
+            cond(
+                "CapacityBound",
+                bool(outcome.binding),
+                "CeilingOrBudget" if outcome.binding else "WithinBounds",
+                "; ".join(outcome.binding),
+            )
+        )
     status: dict[str, Any] = {"conditions": conditions, "projects": outcome.projects}
+    if outcome.pools:
+        status["pools"] = list(outcome.pools)
     if generation is not None:
         status["observedGeneration"] = generation
     if outcome.mix:
@@ -136,6 +165,8 @@ class ProjectOutcome:
     policy_valid: bool
     quotas: tuple[FlavorQuota, ...]
     apply_error: str | None = None
+    capacity: Mapping[str, Any] | None = None
+    """Risk, slack, pending GPUs, cost and last decision (project_capacity_status)."""
 
 
 def project_status(
@@ -185,10 +216,201 @@ def project_status(
             {"pool": q.pool, "onDemandGpus": q.on_demand_gpus, "spotGpus": q.spot_gpus}
             for q in outcome.quotas
         ]
+    if outcome.capacity:
+        status.update(outcome.capacity)
     return status
 
 
 def status_changed(live: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-    """Whether writing `status` would change what the object shows."""
+    """Whether writing `status` would change what the object shows, beyond estimate noise."""
     current = live.get("status") or {}
-    return any(current.get(key) != value for key, value in status.items())
+    return any(
+        key not in current or not _close(key, current[key], value) for key, value in status.items()
+    ) or any(key not in status for key in current)
+
+
+# ---------------------------------------------------------------------------- capacity state
+
+
+def _epoch(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _stamp(epoch: float | None) -> str | None:
+    return None if epoch is None else _time(datetime.fromtimestamp(epoch, UTC))
+
+
+def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
+    """The decision state the last pass left in the policy's status (empty on first sight)."""
+    out = {}
+    for entry in (live_policy.get("status") or {}).get("pools") or []:
+        if not isinstance(entry, dict) or not entry.get("pool"):
+            continue
+        out[str(entry["pool"])] = PoolState(
+            pool=str(entry["pool"]),
+            on_demand_gpus=int(entry.get("onDemandGpus") or 0),
+            assignments={
+                str(a["project"]): int(a.get("gpus") or 0)
+                for a in entry.get("assignments") or []
+                if isinstance(a, dict) and a.get("project")
+            },
+            raise_since=_epoch(entry.get("raiseSince")),
+            lower_since=_epoch(entry.get("lowerSince")),
+            last_change=_epoch(entry.get("lastChange")),
+            deferred_tiers=tuple(str(t) for t in entry.get("deferredTiers") or []),
+        )
+    return out
+
+
+def _decision_entry(decision: Decision, at: float) -> dict[str, Any]:
+    return {
+        "time": _stamp(at),
+        "action": decision.action,
+        "reason": decision.reason,
+        "message": decision.message[:MAX_MESSAGE],
+    }
+
+
+def pool_status_entries(
+    plan: CapacityPlan, previous: Mapping[str, Any], *, now: float
+) -> list[dict[str, Any]]:
+    """status.pools: each pool's state, warm target and last decision that changed something.
+
+    A steady hold keeps the previous lastDecision, so `kubectl get` shows the last real change.
+    """
+    before = {
+        str(e.get("pool")): e
+        for e in (previous.get("status") or {}).get("pools") or []
+        if isinstance(e, dict)
+    }
+    mix = {m.pool: m for m in plan.rendered.mix}
+    entries = []
+    for decision in plan.decisions:
+        state = decision.state
+        entry: dict[str, Any] = {
+            "pool": state.pool,
+            "onDemandGpus": mix[state.pool].on_demand_gpus,
+            "spotGpus": mix[state.pool].spot_gpus,
+            "assignments": [
+                {"project": p, "gpus": g} for p, g in sorted(state.assignments.items()) if g
+            ],
+            "deferredTiers": list(state.deferred_tiers),
+            "warmPoolTargetGpus": plan.warm_targets.get(state.pool, 0),
+        }
+        for key, value in (
+            ("raiseSince", state.raise_since),
+            ("lowerSince", state.lower_since),
+            ("lastChange", state.last_change),
+        ):
+            if value is not None:
+                entry[key] = _stamp(value)
+        quiet = decision.action == Action.HOLD and decision.reason in {
+            Reason.STEADY,
+            Reason.EVALUATION_WINDOW,
+        }
+        if not quiet:
+            entry["lastDecision"] = _decision_entry(decision, now)
+        elif before.get(state.pool, {}).get("lastDecision"):
+            entry["lastDecision"] = before[state.pool]["lastDecision"]
+        entries.append(entry)
+    return entries
+
+
+def format_duration(seconds: float) -> str:
+    """3h20m, 45m, -1h05m; "inf" when a deadline cannot be met at all."""
+    if math.isinf(seconds) or math.isnan(seconds):
+        return "-inf" if seconds < 0 else "inf"
+    sign = "-" if seconds < 0 else ""
+    minutes = int(abs(seconds) // 60)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{sign}{days}d{hours}h"
+    return f"{sign}{hours}h{mins:02d}m" if hours else f"{sign}{mins}m"
+
+
+def project_capacity_status(
+    plan: CapacityPlan, project: str, previous: Mapping[str, Any], *, now: float
+) -> dict[str, Any]:
+    """The risk part of a project's status (deadlines, slack, pending, cost, last decision)."""
+    reports = [d for d in plan.deadlines if d.project == project]
+    out: dict[str, Any] = {
+        "pendingGpus": plan.pending_gpus.get(project, 0),
+        "estimatedCostDollarsPerHour": round(plan.project_cost_per_hour.get(project, 0.0), 2),
+        "budgetExceeded": project in plan.budget_exceeded,
+    }
+    if reports:
+        worst = max(reports, key=lambda d: d.estimate.risk)
+        tightest = min(reports, key=lambda d: d.estimate.slack_seconds)
+        out["worstDeadlineRisk"] = round(worst.estimate.risk, 2)
+        out["slack"] = format_duration(tightest.estimate.slack_seconds)
+        out["deadlines"] = [
+            {
+                "name": d.deadline,
+                "risk": round(d.estimate.risk, 2),
+                "slackSeconds": _bounded_seconds(d.estimate.slack_seconds),
+                "cutoff": _stamp(d.cutoff),
+            }
+            | (
+                {"projectedFinish": _stamp(d.estimate.p50_finish)}
+                if d.estimate.p50_finish != float("inf")
+                else {}
+            )
+            for d in reports
+        ]
+    for decision in plan.decisions:
+        if project in decision.state.assignments and decision.target != decision.previous:
+            out["lastDecision"] = _decision_entry(decision, now)
+    if "lastDecision" not in out and (previous.get("status") or {}).get("lastDecision"):
+        out["lastDecision"] = previous["status"]["lastDecision"]
+    return out
+
+
+def _bounded_seconds(value: float) -> int:
+    """Slack as an integer; an impossible deadline is reported as -10 years."""
+    limit = 10 * 365 * 86400
+    if math.isnan(value):
+        return -limit
+    return int(max(min(value, limit), -limit))
+
+
+# Differences below these are noise of the estimate, not news: writing them every pass would
+# make the controller write all the time in a steady state.
+TOLERANCES = {
+    "worstDeadlineRisk": 0.05,
+    "risk": 0.05,
+    "slackSeconds": 900.0,
+    "estimatedCostDollarsPerHour": 1.0,
+}
+TIME_TOLERANCE_SECONDS = 900.0
+TIME_FIELDS = frozenset({"projectedFinish", "raiseSince", "lowerSince"})
+
+
+def _close(key: str, old: Any, new: Any) -> bool:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return set(old) == set(new) and all(_close(k, old[k], new[k]) for k in new)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(
+            _close(key, o, n) for o, n in zip(old, new, strict=True)
+        )
+    if key in TOLERANCES and isinstance(old, int | float) and isinstance(new, int | float):
+        return abs(float(old) - float(new)) <= TOLERANCES[key]
+    if key in TIME_FIELDS:
+        a, b = _epoch(old), _epoch(new)
+        if a is not None and b is not None:
+            return abs(a - b) <= TIME_TOLERANCE_SECONDS
+    if key == "slack":
+        return True if old == new else _slack_close(old, new)
+    return bool(old == new)
+
+
+def _slack_close(old: Any, new: Any) -> bool:
+    """The slack text follows slackSeconds; only its sign and hours are news."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return False
+    return old.startswith("-") == new.startswith("-") and old.split("h")[0] == new.split("h")[0]

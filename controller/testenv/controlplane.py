@@ -285,6 +285,15 @@ class ControlPlane:
             self._apiserver.wait()
             self._apiserver = None
 
+    def standin_dirs(self) -> list[Path]:
+        """CRDs standing in for built-in kinds: only the CRD server needs them.
+
+        A real kube-apiserver serves Lease, Event and PriorityClass itself (and would refuse
+        CRDs in those groups). That path is supported but not exercised on machines without
+        envtest binaries.
+        """
+        return [] if self.binaries.full_kube_apiserver else [STANDINS_DIR]
+
     @property
     def apiserver_running(self) -> bool:
         return self._apiserver is not None and self._apiserver.poll() is None

@@ -1108,6 +1108,7 @@ FULL_POLICY: dict[str, Any] = policy_doc(
             memoryGiBPerGpu=140,
             provisioningLatencySeconds=420,
             spotInterruptionsPerHour=0.04,
+            spotAvailability=0.8,
             warmPool={"minGpus": 8, "maxGpus": 16},
         )
     ],
@@ -1118,6 +1119,8 @@ FULL_POLICY: dict[str, Any] = policy_doc(
         "cooldownSeconds": 900,
         "maxStepGpus": 8,
         "priorityBoost": True,
+        "priorityBoostValue": 500,
+        "samples": 300,
     },
     override={
         "mode": "Manual",

@@ -1,0 +1,1 @@
+"""Pure: risk + policy + history -> actions (mix, boosts, warm pools), each with its reason."""

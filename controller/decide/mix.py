@@ -1,0 +1,427 @@
+"""How many on-demand GPUs each pool should have, and which at-risk projects they serve.
+
+The decision per pool, on each pass:
+- Freeze keeps the mix; Manual sets it from the override.
+- Otherwise, when some deadline's miss probability has stayed above `raiseThreshold` for the
+  evaluation window, each at-risk project gets the smallest on-demand share of its quota in the
+  pool that brings every one of its deadlines under target (the lower of `1 - targetConfidence`
+  and the raise threshold), found by bisection on the risk model. Shares are capped by each
+  project's budget, and their sum by the pool's ceiling; when the ceiling binds, the lowest tier
+  is served last and deferred (its borrowing is cut), never the highest.
+- When every deadline has stayed under `lowerThreshold` for the window, and the cooldown since
+  the last change has passed, shares step back to the smallest that keeps every deadline under
+  the lower threshold, so a step down does not trigger the next step up. Never on missing data:
+  without Prometheus the controller holds.
+- No step moves a pool by more than `maxStepGpus`.
+
+Pure: the risk model comes in as an oracle over candidate shares, the clock as `now`, the last
+pass's state as data; the same function runs in the controller, `plan` and the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.api.policy_set import PolicySet
+from controller.api.types import OverrideMode, TrainingProject
+from controller.render.capacity import pool_demands, resolve_mix, spot_allowed
+
+HOURS_PER_MONTH = 730.0
+
+RiskOracle = Callable[[str, str, int], Mapping[str, float]]
+"""(project, pool, on-demand GPUs of the project in the pool) -> risk per deadline name."""
+
+
+class Action:
+    RAISE = "Raise"
+    LOWER = "Lower"
+    HOLD = "Hold"
+    FREEZE = "Freeze"
+    MANUAL = "Manual"
+
+
+class Reason:
+    RISK_ABOVE_THRESHOLD = "RiskAboveThreshold"
+    RISK_CLEARED = "RiskCleared"
+    EVALUATION_WINDOW = "EvaluationWindow"
+    COOLDOWN = "Cooldown"
+    STEADY = "Steady"
+    CEILING_BINDS = "CeilingBinds"
+    BUDGET_BINDS = "BudgetBinds"
+    NO_HISTORY = "PrometheusUnavailable"
+    OVERRIDE = "Override"
+    TARGET_UNREACHABLE = "TargetUnreachable"
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """What a pool's decision carries from one pass to the next (kept in the policy's status)."""
+
+    pool: str
+    on_demand_gpus: int
+    assignments: Mapping[str, int] = field(default_factory=dict)
+    """On-demand GPUs held for at-risk projects, by project."""
+    raise_since: float | None = None
+    lower_since: float | None = None
+    last_change: float | None = None
+    deferred_tiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    pool: str
+    action: str
+    reason: str
+    previous: int
+    target: int
+    message: str
+    inputs: Mapping[str, float]
+    state: PoolState
+
+    @property
+    def changed(self) -> bool:
+        return self.target != self.previous or self.action in (Action.RAISE, Action.LOWER)
+
+
+@dataclass(frozen=True)
+class _Quota:
+    project: TrainingProject
+    nominal: int
+    tier_priority: int
+    targets: Mapping[str, float]
+
+
+def _quotas(policy_set: PolicySet, pool: str) -> list[_Quota]:
+    out = []
+    for project in policy_set.projects:
+        if not spot_allowed(policy_set, project):
+            continue  # all its quota is on-demand already; nothing to decide
+        nominal = sum(q.nominal_gpus for q in project.spec.quotas if q.pool == pool)
+        if nominal == 0 or not project.spec.deadlines:
+            continue
+        tier = policy_set.policy.tier(project.spec.tier)
+        raise_at = policy_set.policy.spec.risk.raise_threshold
+        targets = {d.name: min(1 - d.target_confidence, raise_at) for d in project.spec.deadlines}
+        out.append(_Quota(project, nominal, tier.priority if tier else 0, targets))
+    return out
+
+
+def _smallest_share(
+    oracle: RiskOracle, quota: _Quota, pool: str, low: int, limit: Callable[[str], float]
+) -> tuple[int, bool]:
+    """The smallest share in [low, nominal] meeting every deadline's limit, and whether any does.
+
+    Risk falls as the share grows (the model uses common random numbers), so bisection works.
+    """
+
+    def meets(share: int) -> bool:
+        risks = oracle(quota.project.name, pool, share)
+        return all(risk <= limit(name) for name, risk in risks.items())
+
+    if meets(low):
+        return low, True
+    high = quota.nominal
+    if not meets(high):
+        return high, False
+    while high - low > 1:
+        mid = (low + high) // 2
+        if meets(mid):
+            high = mid
+        else:
+            low = mid
+    return high, True
+
+
+def _budget_cap(policy_set: PolicySet, quota: _Quota, pool: str) -> int:
+    """The most on-demand GPUs the project's budget pays for in this pool, at full use."""
+    budget = quota.project.spec.budget
+    if budget is None:
+        return quota.nominal
+    policy = policy_set.policy
+    gpu_pool = policy.pool(pool)
+    assert gpu_pool is not None
+    hourly = budget.dollars_per_month / HOURS_PER_MONTH
+    other = 0.0
+    for q in quota.project.spec.quotas:
+        if q.pool == pool:
+            continue
+        other_pool = policy.pool(q.pool)
+        if other_pool is not None:
+            other += q.nominal_gpus * other_pool.prices.spot_per_gpu_hour
+    spot, on_demand = gpu_pool.prices.spot_per_gpu_hour, gpu_pool.prices.on_demand_per_gpu_hour
+    room = hourly - other - quota.nominal * spot
+    if on_demand <= spot:
+        return quota.nominal
+    return max(0, min(quota.nominal, int(room // (on_demand - spot))))
+
+
+def initial_state(policy_set: PolicySet, pool: str) -> PoolState:
+    mix = {m.pool: m for m in resolve_mix(policy_set)}
+    return PoolState(pool=pool, on_demand_gpus=mix[pool].on_demand_gpus)
+
+
+def decide_pool(
+    policy_set: PolicySet,
+    state: PoolState,
+    oracle: RiskOracle,
+    *,
+    now: float,
+    baseline: Mapping[str, int] | None = None,
+    history_available: bool = True,
+) -> Decision:
+    """`baseline`: each project's on-demand GPUs in the pool under the current split."""
+    policy = policy_set.policy
+    settings = policy.spec.risk
+    pool = policy.pool(state.pool)
+    assert pool is not None, "states are kept only for pools of the policy"
+    fixed = pool_demands(policy_set)[pool.name].on_demand_only_gpus
+    floor = max(pool.on_demand.floor_gpus, fixed)
+    ceiling = max(
+        min(pool.on_demand.ceiling_gpus, pool_demands(policy_set)[pool.name].total_gpus), floor
+    )
+    override = policy.spec.override
+    previous = state.on_demand_gpus
+
+    def decision(
+        action: str, reason: str, target: int, message: str, new_state: PoolState, **inputs: float
+    ) -> Decision:
+        return Decision(
+            pool=pool.name,
+            action=action,
+            reason=reason,
+            previous=previous,
+            target=target,
+            message=message,
+            inputs={"floor": floor, "ceiling": ceiling, "fixed": fixed, **inputs},
+            state=new_state,
+        )
+
+    if override.mode is OverrideMode.FREEZE:
+        return decision(
+            Action.FREEZE, Reason.OVERRIDE, previous, "override mode Freeze keeps the mix", state
+        )
+    if override.mode is OverrideMode.MANUAL:
+        manual = {m.pool: m.gpus for m in override.on_demand_gpus}
+        target = manual.get(pool.name, previous)
+        changed = target != previous
+        return decision(
+            Action.MANUAL,
+            Reason.OVERRIDE,
+            target,
+            f"override mode Manual sets {target}",
+            replace(
+                state,
+                on_demand_gpus=target,
+                assignments={},
+                last_change=now if changed else state.last_change,
+            ),
+        )
+
+    quotas = _quotas(policy_set, pool.name)
+    current = {
+        q.project.name: min(
+            max(state.assignments.get(q.project.name, 0), (baseline or {}).get(q.project.name, 0)),
+            q.nominal,
+        )
+        for q in quotas
+    }
+    risks = {
+        (q.project.name, name): risk
+        for q in quotas
+        for name, risk in oracle(q.project.name, pool.name, current[q.project.name]).items()
+    }
+    worst = max(risks.values(), default=0.0)
+    raise_since = (state.raise_since or now) if worst > settings.raise_threshold else None
+    lower_since = (state.lower_since or now) if worst < settings.lower_threshold else None
+    tracked = replace(state, raise_since=raise_since, lower_since=lower_since)
+    window = settings.evaluation_window_seconds
+    inputs = {
+        "worst_risk": worst,
+        "raise_threshold": settings.raise_threshold,
+        "lower_threshold": settings.lower_threshold,
+    }
+
+    if raise_since is not None:
+        if now - raise_since < window:
+            return decision(
+                Action.HOLD,
+                Reason.EVALUATION_WINDOW,
+                previous,
+                f"risk {worst:.2f} above {settings.raise_threshold} for "
+                f"{now - raise_since:.0f}s of {window}s",
+                tracked,
+                **inputs,
+            )
+        return _raise(
+            policy_set,
+            tracked,
+            oracle,
+            quotas,
+            current,
+            now=now,
+            floor=floor,
+            ceiling=ceiling,
+            fixed=fixed,
+            decision=decision,
+            inputs=inputs,
+        )
+
+    if lower_since is not None and previous > floor:
+        if now - lower_since < window:
+            return decision(
+                Action.HOLD,
+                Reason.EVALUATION_WINDOW,
+                previous,
+                f"risk {worst:.2f} below {settings.lower_threshold} for "
+                f"{now - lower_since:.0f}s of {window}s",
+                tracked,
+                **inputs,
+            )
+        if state.last_change is not None and now - state.last_change < settings.cooldown_seconds:
+            return decision(
+                Action.HOLD,
+                Reason.COOLDOWN,
+                previous,
+                f"last change {now - state.last_change:.0f}s ago, cooldown "
+                f"{settings.cooldown_seconds}s",
+                tracked,
+                **inputs,
+            )
+        if not history_available:
+            return decision(
+                Action.HOLD,
+                Reason.NO_HISTORY,
+                previous,
+                "Prometheus unreachable: never lower on missing data",
+                tracked,
+                **inputs,
+            )
+        shares = {
+            q.project.name: _smallest_share(
+                oracle, q, pool.name, 0, lambda _: settings.lower_threshold * 0.999
+            )[0]
+            if current[q.project.name] > 0
+            else 0
+            for q in quotas
+        }
+        shares = {p: min(s, current[p]) for p, s in shares.items()}
+        target = max(floor, fixed + sum(shares.values()), previous - settings.max_step_gpus)
+        target = min(target, previous)
+        if target == previous:
+            return decision(
+                Action.HOLD, Reason.STEADY, previous, "nothing to give back", tracked, **inputs
+            )
+        kept = _fit(shares, quotas, target - fixed)
+        return decision(
+            Action.LOWER,
+            Reason.RISK_CLEARED,
+            target,
+            f"risk {worst:.2f} below {settings.lower_threshold}: {previous} -> {target} on-demand",
+            replace(
+                tracked, on_demand_gpus=target, assignments=kept, last_change=now, deferred_tiers=()
+            ),
+            **inputs,
+        )
+    return decision(
+        Action.HOLD, Reason.STEADY, previous, "risk within thresholds", tracked, **inputs
+    )
+
+
+def _fit(shares: Mapping[str, int], quotas: list[_Quota], room: int) -> dict[str, int]:
+    """Shares trimmed to `room` GPUs, the highest tier served first."""
+    out: dict[str, int] = {}
+    left = max(room, 0)
+    for q in sorted(quotas, key=lambda q: (-q.tier_priority, q.project.name)):
+        share = min(shares.get(q.project.name, 0), left)
+        if share:
+            out[q.project.name] = share
+        left -= share
+    return out
+
+
+def _raise(
+    policy_set: PolicySet,
+    state: PoolState,
+    oracle: RiskOracle,
+    quotas: list[_Quota],
+    current: Mapping[str, int],
+    *,
+    now: float,
+    floor: int,
+    ceiling: int,
+    fixed: int,
+    decision: Callable[..., Decision],
+    inputs: Mapping[str, float],
+) -> Decision:
+    settings = policy_set.policy.spec.risk
+    previous = state.on_demand_gpus
+    wanted: dict[str, int] = {}
+    unreachable: list[str] = []
+    budget_bound: list[str] = []
+    for q in quotas:
+        share, reachable = _smallest_share(
+            oracle, q, state.pool, current[q.project.name], q.targets.__getitem__
+        )
+        if not reachable:
+            unreachable.append(q.project.name)
+        cap = _budget_cap(policy_set, q, state.pool)
+        if share > cap:
+            budget_bound.append(q.project.name)
+            share = max(cap, current[q.project.name])
+        wanted[q.project.name] = share
+    needed = fixed + sum(wanted.values())
+    target = min(max(needed, floor), ceiling, previous + settings.max_step_gpus)
+    target = max(target, previous)
+    ceiling_binds = needed > ceiling
+    assignments = _fit(wanted, quotas, target - fixed)
+    deferred: tuple[str, ...] = ()
+    if ceiling_binds:
+        tiers = sorted(policy_set.policy.spec.tiers, key=lambda t: t.priority)
+        if len(tiers) > 1:
+            deferred = (tiers[0].name,)
+    if target == previous and assignments == dict(state.assignments):
+        reason = (
+            Reason.CEILING_BINDS
+            if ceiling_binds
+            else Reason.BUDGET_BINDS
+            if budget_bound
+            else Reason.TARGET_UNREACHABLE
+            if unreachable
+            else Reason.STEADY
+        )
+        return decision(
+            Action.HOLD,
+            reason,
+            previous,
+            f"at risk but no more on-demand to give ({reason})",
+            replace(state, deferred_tiers=deferred),
+            needed=needed,
+            **inputs,
+        )
+    reason = (
+        Reason.CEILING_BINDS
+        if ceiling_binds
+        else Reason.BUDGET_BINDS
+        if budget_bound
+        else Reason.RISK_ABOVE_THRESHOLD
+    )
+    detail = ", ".join(f"{p} {s}" for p, s in sorted(assignments.items()))
+    return decision(
+        Action.RAISE,
+        reason,
+        target,
+        f"risk {inputs['worst_risk']:.2f} above {settings.raise_threshold}: {previous} -> "
+        f"{target} on-demand (needed {needed}; for {detail or 'no project'})"
+        + (f"; budget binds for {', '.join(budget_bound)}" if budget_bound else "")
+        + (f"; ceiling {ceiling} binds, tier {deferred[0]} deferred" if deferred else ""),
+        replace(
+            state,
+            on_demand_gpus=target,
+            assignments=assignments,
+            last_change=now,
+            deferred_tiers=deferred,
+        ),
+        needed=needed,
+        **inputs,
+    )

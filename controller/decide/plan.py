@@ -1,0 +1,222 @@
+"""One decision pass over the whole policy: the function the controller and simulator share.
+
+Observed world in (workloads, node claims, history, the previous pass's pool states, `now`),
+everything the controller acts on and reports out: the mix decision per pool with its reason,
+the targets the renderer turns into NodePool limits and flavor quotas, the deadline risks under
+the new mix, predicted waits, demand forecasts and warm-pool targets, the workloads to give a
+priority boost, and what the GPUs in use cost. No I/O, no logging, no clock of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from controller import names
+from controller.api.policy_set import PolicySet
+from controller.decide.mix import Decision, PoolState, decide_pool, initial_state
+from controller.render.capacity import PoolTarget
+from controller.render.desired import Rendered, render
+from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
+from controller.risk.model import DeadlineReport, RiskModel, Snapshot, deadline_workloads
+from controller.risk.pools import NodeClaimView, pool_stats
+from controller.risk.wait import WaitEstimate
+from controller.risk.workloads import WorkloadView
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True)
+class History:
+    """What Prometheus remembers; `available` False when it could not be asked."""
+
+    available: bool = False
+    median_runtime: Mapping[str, float] = field(default_factory=dict)
+    demand_changes: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    decisions: tuple[Decision, ...]
+    targets: Mapping[str, PoolTarget]
+    rendered: Rendered
+    deadlines: tuple[DeadlineReport, ...]
+    waits: Mapping[str, WaitEstimate]
+    pending_gpus: Mapping[str, int]
+    pending_workloads: Mapping[str, int]
+    demand_gpus: Mapping[str, float]
+    """Per pool, GPUs requested by running and pending workloads now."""
+    forecasts: Mapping[str, DemandForecast]
+    warm_targets: Mapping[str, int]
+    boosts: frozenset[tuple[str, str]]
+    """(namespace, name) of workloads to boost."""
+    cost_per_hour: Mapping[tuple[str, str], float]
+    """(pool, capacity type) -> dollars per hour for the GPUs in use."""
+    project_cost_per_hour: Mapping[str, float]
+    budget_exceeded: frozenset[str]
+
+    @property
+    def states(self) -> dict[str, PoolState]:
+        return {d.pool: d.state for d in self.decisions}
+
+
+def _target(state: PoolState) -> PoolTarget:
+    return PoolTarget(state.on_demand_gpus, dict(state.assignments), state.deferred_tiers)
+
+
+def _costs(
+    policy_set: PolicySet,
+    workloads: Sequence[WorkloadView],
+    by_project: Mapping[str, list[WorkloadView]],
+) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+    pools = {p.name: p for p in policy_set.policy.spec.pools}
+    flavor_price: dict[str, tuple[str, str, float]] = {}
+    for pool in pools.values():
+        flavor_price[names.flavor_name(pool.name, names.SPOT)] = (
+            pool.name,
+            names.SPOT,
+            pool.prices.spot_per_gpu_hour,
+        )
+        flavor_price[names.flavor_name(pool.name, names.ON_DEMAND)] = (
+            pool.name,
+            names.ON_DEMAND,
+            pool.prices.on_demand_per_gpu_hour,
+        )
+    by_flavor = {(p, c): 0.0 for p in pools for c in names.CAPACITY_TYPES}
+
+    def cost(workload: WorkloadView) -> tuple[tuple[str, str], float] | None:
+        if not workload.running or not workload.flavors:
+            return None
+        pool, capacity_type, price = flavor_price.get(workload.flavors[0], ("", "", 0.0))
+        return ((pool, capacity_type), workload.gpus * price) if pool else None
+
+    for workload in workloads:
+        item = cost(workload)
+        if item is not None:
+            by_flavor[item[0]] += item[1]
+    per_project = {
+        project: sum(c[1] for w in items if (c := cost(w)) is not None)
+        for project, items in by_project.items()
+    }
+    return by_flavor, per_project
+
+
+def plan_capacity(
+    policy_set: PolicySet,
+    *,
+    states: Mapping[str, PoolState],
+    workloads: Sequence[WorkloadView],
+    node_claims: Sequence[NodeClaimView],
+    history: History,
+    now: float,
+    namespace: str = names.DEFAULT_NAMESPACE,
+    seed: int = 0,
+) -> CapacityPlan:
+    policy = policy_set.policy
+    stats = pool_stats(policy.spec.pools, node_claims, now=now)
+    previous = {
+        pool.name: states.get(pool.name) or initial_state(policy_set, pool.name)
+        for pool in policy.spec.pools
+    }
+    current = render(
+        policy_set, targets={p: _target(s) for p, s in previous.items()}, namespace=namespace
+    )
+    snapshot = Snapshot(
+        policy_set=policy_set,
+        quotas=current.quotas,
+        workloads=workloads,
+        pools=stats,
+        now=now,
+        median_runtime=history.median_runtime,
+        samples=policy.spec.risk.samples,
+        seed=seed,
+    )
+    model = RiskModel(snapshot)
+    decisions = tuple(
+        decide_pool(
+            policy_set,
+            previous[pool.name],
+            model.oracle,
+            now=now,
+            baseline={
+                project: split.on_demand_gpus
+                for (project, pool_name), split in current.quotas.items()
+                if pool_name == pool.name
+            },
+            history_available=history.available,
+        )
+        for pool in policy.spec.pools
+    )
+    targets = {d.pool: _target(d.state) for d in decisions}
+    rendered = render(policy_set, targets=targets, namespace=namespace)
+    final = RiskModel(replace(snapshot, quotas=rendered.quotas))  # same world, the new split
+    reports = tuple(final.deadlines())
+    boosts: set[tuple[str, str]] = set()
+    if policy.spec.risk.priority_boost:
+        for report in reports:
+            if report.estimate.risk > policy.spec.risk.raise_threshold:
+                boosts.update(
+                    (w.namespace, w.name) for w in deadline_workloads(final, report) if w.pending
+                )
+    running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
+    pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
+    for project in policy_set.projects:
+        quotas = {q.pool: q.nominal_gpus for q in project.spec.quotas}
+        total = sum(quotas.values()) or 1
+        for workload in final.by_project[project.name]:
+            for pool, nominal in quotas.items():
+                share = workload.gpus * nominal / total
+                if workload.running:
+                    running_by_pool[pool] += share
+                else:
+                    pending_by_pool[pool] += share
+    up = {p.name: 0.0 for p in policy.spec.pools}
+    pool_sizes = {p.name: p.gpus_per_node for p in policy.spec.pools}
+    for claim in node_claims:
+        if claim.ready_at is not None and not claim.deleting and claim.pool in up:
+            up[claim.pool] += pool_sizes[claim.pool]
+    forecasts = {
+        pool.name: forecast_demand(
+            pool.name,
+            running_gpus=running_by_pool[pool.name],
+            pending_gpus=pending_by_pool[pool.name],
+            historical_changes=history.demand_changes.get(pool.name, ()),
+        )
+        for pool in policy.spec.pools
+    }
+    warm = {
+        pool.name: warm_pool_target(
+            forecasts[pool.name],
+            capacity_up_gpus=up[pool.name],
+            min_gpus=pool.warm_pool.min_gpus,
+            max_gpus=pool.warm_pool.max_gpus,
+        )
+        for pool in policy.spec.pools
+    }
+    by_flavor, per_project = _costs(policy_set, workloads, final.by_project)
+    exceeded = frozenset(
+        project.name
+        for project in policy_set.projects
+        if project.spec.budget is not None
+        and per_project.get(project.name, 0.0) * HOURS_PER_MONTH
+        > project.spec.budget.dollars_per_month
+    )
+    pending_counts = {
+        name: sum(1 for w in items if w.pending) for name, items in final.by_project.items()
+    }
+    return CapacityPlan(
+        decisions=decisions,
+        targets=targets,
+        rendered=rendered,
+        deadlines=reports,
+        waits=final.waits(),
+        pending_gpus=final.pending_gpus(),
+        pending_workloads=pending_counts,
+        demand_gpus={p: running_by_pool[p] + pending_by_pool[p] for p in running_by_pool},
+        forecasts=forecasts,
+        warm_targets=warm,
+        boosts=frozenset(boosts),
+        cost_per_hour=by_flavor,
+        project_cost_per_hour=per_project,
+        budget_exceeded=exceeded,
+    )

@@ -1,0 +1,252 @@
+"""Every metric the controller exports, with its labels, in one place.
+
+Names follow Prometheus conventions (base units, `_total` counters, `_ratio` for 0..1) and are
+the contract the KEDA ScaledObjects, alerts and dashboards rely on. Labels come only from
+bounded sets (projects, pools, deadlines and tiers of the policy; actions and reasons of the
+decision code), never workload names. Each controller, and each simulator run, has its own
+registry. Series whose label set disappears (a project removed) are deleted one by one, so a
+scrape never sees a gauge half cleared.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from controller import __version__
+from controller.api.policy_set import PolicySet
+from controller.decide.mix import Decision, Reason
+from controller.decide.plan import CapacityPlan
+
+PREFIX = "quartermaster"
+BINDING_REASONS = frozenset(
+    {Reason.CEILING_BINDS, Reason.BUDGET_BINDS, Reason.TARGET_UNREACHABLE, Reason.NO_HISTORY}
+)
+
+
+def counted(decision: Decision) -> bool:
+    """Decisions worth counting: a change of the mix, or a hold because something binds."""
+    return decision.target != decision.previous or decision.reason in BINDING_REASONS
+
+
+DURATION_BUCKETS = (300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.queue_pending_workloads = Gauge(
+            f"{PREFIX}_queue_pending_workloads",
+            "Workloads waiting for admission in the ClusterQueue (count).",
+            ["cluster_queue"],
+            registry=r,
+        )
+        self.queue_pending_gpus = Gauge(
+            f"{PREFIX}_queue_pending_gpus",
+            "GPUs requested by workloads waiting in the ClusterQueue (GPUs).",
+            ["cluster_queue"],
+            registry=r,
+        )
+        self.queue_predicted_wait_seconds = Gauge(
+            f"{PREFIX}_queue_predicted_wait_seconds",
+            "Predicted wait of the next workload in the ClusterQueue, by quantile (seconds).",
+            ["cluster_queue", "quantile"],
+            registry=r,
+        )
+        self.deadline_risk_ratio = Gauge(
+            f"{PREFIX}_deadline_risk_ratio",
+            "Estimated probability of missing the deadline (ratio 0..1).",
+            ["project", "deadline", "tier"],
+            registry=r,
+        )
+        self.deadline_slack_seconds = Gauge(
+            f"{PREFIX}_deadline_slack_seconds",
+            "Deadline minus the median projected finish; negative when late (seconds).",
+            ["project", "deadline", "tier"],
+            registry=r,
+        )
+        self.capacity_target_gpus = Gauge(
+            f"{PREFIX}_capacity_target_gpus",
+            "GPUs the pool's NodePool of that capacity type may provision (GPUs).",
+            ["pool", "capacity_type"],
+            registry=r,
+        )
+        self.spot_ratio = Gauge(
+            f"{PREFIX}_spot_ratio",
+            "Share of the pool's GPUs that are spot (ratio 0..1).",
+            ["pool"],
+            registry=r,
+        )
+        self.warm_pool_target_gpus = Gauge(
+            f"{PREFIX}_warm_pool_target_gpus",
+            "Idle GPUs the pool's warm pool should hold; KEDA scales placeholders on it (GPUs).",
+            ["pool"],
+            registry=r,
+        )
+        self.forecast_demand_gpus = Gauge(
+            f"{PREFIX}_forecast_demand_gpus",
+            "Forecast GPU demand over the provisioning horizon, by quantile (GPUs).",
+            ["pool", "quantile"],
+            registry=r,
+        )
+        self.estimated_cost_dollars_per_hour = Gauge(
+            f"{PREFIX}_estimated_cost_dollars_per_hour",
+            "Cost of the GPUs in use at list prices (dollars per hour).",
+            ["pool", "capacity_type"],
+            registry=r,
+        )
+        self.project_cost_dollars_per_hour = Gauge(
+            f"{PREFIX}_project_cost_dollars_per_hour",
+            "Cost of the project's GPUs in use at list prices (dollars per hour).",
+            ["project", "tier"],
+            registry=r,
+        )
+        self.project_budget_exceeded = Gauge(
+            f"{PREFIX}_project_budget_exceeded",
+            "1 when the project's spending rate is over its monthly budget, else 0.",
+            ["project", "tier"],
+            registry=r,
+        )
+        self.pool_demand_gpus = Gauge(
+            f"{PREFIX}_pool_demand_gpus",
+            "GPUs requested in the pool by running and pending workloads (GPUs).",
+            ["pool"],
+            registry=r,
+        )
+        self.decisions_total = Counter(
+            f"{PREFIX}_decisions",
+            "Capacity decisions taken, by pool, action and reason (count).",
+            ["pool", "action", "reason"],
+            registry=r,
+        )
+        self.reconcile_duration_seconds = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Duration of one full reconcile pass (seconds).",
+            registry=r,
+        )
+        self.reconcile_errors_total = Counter(
+            f"{PREFIX}_reconcile_errors", "Reconcile passes that failed (count).", registry=r
+        )
+        self.last_successful_reconcile_timestamp_seconds = Gauge(
+            f"{PREFIX}_last_successful_reconcile_timestamp_seconds",
+            "When the last reconcile pass succeeded (Unix time, seconds).",
+            registry=r,
+        )
+        self.prometheus_up = Gauge(
+            f"{PREFIX}_prometheus_up",
+            "1 when the controller could read history from Prometheus, else 0.",
+            registry=r,
+        )
+        self.workload_duration_seconds = Histogram(
+            f"{PREFIX}_workload_duration_seconds",
+            "Runtime of finished workloads, from admission to finish (seconds).",
+            ["project", "tier"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info",
+            "Build information; the value is always 1.",
+            ["version"],
+            registry=r,
+        )
+        self.build_info.labels(version=__version__).set(1)
+        self._lock = threading.Lock()
+        self._seen: dict[str, set[tuple[str, ...]]] = {}
+
+    def render(self) -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+    def _set(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set these series and delete the ones of this gauge that are no longer reported."""
+        key = gauge._name
+        previous = self._seen.get(key, set())
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        for labels in previous - set(values):
+            gauge.remove(*labels)
+        self._seen[key] = set(values)
+
+    def update(self, policy_set: PolicySet, plan: CapacityPlan) -> None:
+        tiers = {p.name: p.spec.tier for p in policy_set.projects}
+        with self._lock:
+            self._set(
+                self.queue_pending_workloads,
+                {(p,): float(n) for p, n in plan.pending_workloads.items()},
+            )
+            self._set(
+                self.queue_pending_gpus, {(p,): float(n) for p, n in plan.pending_gpus.items()}
+            )
+            waits: dict[tuple[str, ...], float] = {}
+            for project, wait in plan.waits.items():
+                waits[(project, "0.5")] = wait.p50_seconds
+                waits[(project, "0.9")] = wait.p90_seconds
+            self._set(self.queue_predicted_wait_seconds, waits)
+            self._set(
+                self.deadline_risk_ratio,
+                {
+                    (d.project, d.deadline, tiers.get(d.project, "")): d.estimate.risk
+                    for d in plan.deadlines
+                },
+            )
+            self._set(
+                self.deadline_slack_seconds,
+                {
+                    (d.project, d.deadline, tiers.get(d.project, "")): d.estimate.slack_seconds
+                    for d in plan.deadlines
+                },
+            )
+            targets: dict[tuple[str, ...], float] = {}
+            ratios: dict[tuple[str, ...], float] = {}
+            for mix in plan.rendered.mix:
+                targets[(mix.pool, "on-demand")] = mix.on_demand_gpus
+                targets[(mix.pool, "spot")] = mix.spot_gpus
+                total = mix.on_demand_gpus + mix.spot_gpus
+                ratios[(mix.pool,)] = mix.spot_gpus / total if total else 0.0
+            self._set(self.capacity_target_gpus, targets)
+            self._set(self.spot_ratio, ratios)
+            self._set(
+                self.warm_pool_target_gpus, {(p,): float(n) for p, n in plan.warm_targets.items()}
+            )
+            forecasts: dict[tuple[str, ...], float] = {}
+            for pool, forecast in plan.forecasts.items():
+                forecasts[(pool, "0.5")] = forecast.p50_gpus
+                forecasts[(pool, "0.9")] = forecast.p90_gpus
+            self._set(self.forecast_demand_gpus, forecasts)
+            self._set(self.pool_demand_gpus, {(p,): d for p, d in plan.demand_gpus.items()})
+            self._set(
+                self.estimated_cost_dollars_per_hour,
+                {key: cost for key, cost in plan.cost_per_hour.items()},
+            )
+            self._set(
+                self.project_cost_dollars_per_hour,
+                {(p, tiers.get(p, "")): cost for p, cost in plan.project_cost_per_hour.items()},
+            )
+            self._set(
+                self.project_budget_exceeded,
+                {
+                    (p.name, p.spec.tier): 1.0 if p.name in plan.budget_exceeded else 0.0
+                    for p in policy_set.projects
+                    if p.spec.budget is not None
+                },
+            )
+            for decision in plan.decisions:
+                if counted(decision):
+                    self.decisions_total.labels(
+                        decision.pool, decision.action, decision.reason
+                    ).inc()
+
+    def observe_finished(self, durations: Iterable[tuple[str, str, float]]) -> None:
+        """(project, tier, seconds) of workloads seen finished for the first time."""
+        for project, tier, seconds in durations:
+            self.workload_duration_seconds.labels(project, tier).observe(seconds)

@@ -1,0 +1,1 @@
+"""Pure: workloads + capacity -> deadline risk, predicted waits and demand forecasts."""

@@ -1,0 +1,279 @@
+"""From a policy, its quota split and the observed workloads to risk problems and estimates.
+
+Pure assembly around `deadline.estimate_many`:
+- a workload belongs to a project when it waits in the project's LocalQueue (named after the
+  project) in one of the project's namespaces, or was admitted to its ClusterQueue;
+- it counts toward a deadline when its labels match the deadline's `matchLabels`, or, without
+  them, when it carries `quartermaster.dev/deadline=<name>`;
+- its runtime is its `expected-duration-seconds` annotation (tight), else the project's median
+  from Prometheus history (looser), else a prior of an hour (loose); a running workload's
+  remaining runtime is that minus what it has run, never under a tenth of it;
+- the deadline is the `at` time, or the schedule's next cutoff after now in its time zone.
+The same snapshot answers "what if this project had x on-demand GPUs in that pool" for the
+decision search (`oracle`), and the predicted wait of each ClusterQueue.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+
+from controller.api.cron import next_after, parse_cron
+from controller.api.policy_set import PolicySet
+from controller.api.types import Deadline, TrainingProject
+from controller.render.capacity import FlavorQuota, spot_allowed
+from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
+from controller.risk.pools import PoolStats
+from controller.risk.wait import WaitEstimate, estimate_wait
+from controller.risk.workloads import WorkloadView
+
+PRIOR_RUNTIME_SECONDS = 3600.0
+DEFAULT_CHECKPOINT_SECONDS = 3600.0
+SIGMA_ANNOTATED = 0.25
+SIGMA_HISTORY = 0.6
+SIGMA_PRIOR = 1.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the model needs, as plain data."""
+
+    policy_set: PolicySet
+    quotas: Mapping[tuple[str, str], FlavorQuota]
+    """(project, pool) -> the current split."""
+    workloads: Sequence[WorkloadView]
+    pools: Mapping[str, PoolStats]
+    now: float
+    median_runtime: Mapping[str, float] = field(default_factory=dict)
+    """project -> median runtime from history, when Prometheus has it."""
+    samples: int = 500
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DeadlineReport:
+    project: str
+    deadline: str
+    cutoff: float
+    estimate: Estimate
+    workloads: int
+    """Unfinished workloads counting toward it."""
+    target: float
+    """The miss probability it may have: 1 - targetConfidence."""
+
+
+@cache
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    return zoneinfo.ZoneInfo(name)
+
+
+def cutoff(deadline: Deadline, now: float) -> float:
+    if deadline.at is not None:
+        return deadline.at.timestamp()
+    assert deadline.schedule is not None, "validated deadlines have at or schedule"
+    moment = datetime.fromtimestamp(now, UTC)
+    return next_after(
+        parse_cron(deadline.schedule), moment, _zone(deadline.time_zone or "UTC")
+    ).timestamp()
+
+
+def project_workloads(
+    policy_set: PolicySet, workloads: Sequence[WorkloadView]
+) -> dict[str, list[WorkloadView]]:
+    """Unfinished workloads by project."""
+    owner: dict[tuple[str, str], str] = {}
+    for project in policy_set.projects:
+        for namespace in project.spec.namespaces:
+            owner[(namespace, project.name)] = project.name
+    by_project: dict[str, list[WorkloadView]] = {p.name: [] for p in policy_set.projects}
+    for workload in workloads:
+        if workload.finished:
+            continue
+        name = owner.get((workload.namespace, workload.queue))
+        if name is None and workload.cluster_queue in by_project:
+            name = workload.cluster_queue
+        if name is not None:
+            by_project[name].append(workload)
+    return by_project
+
+
+def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
+    if deadline.match_labels:
+        return all(workload.labels.get(k) == v for k, v in deadline.match_labels.items())
+    return workload.deadline == deadline.name
+
+
+def _job(workload: WorkloadView, snapshot: Snapshot, project: str, counts: bool) -> Job:
+    if workload.expected_duration is not None:
+        total, sigma = workload.expected_duration, SIGMA_ANNOTATED
+    elif project in snapshot.median_runtime:
+        total, sigma = snapshot.median_runtime[project], SIGMA_HISTORY
+    else:
+        total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
+    remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
+    return Job(
+        gpus=workload.gpus,
+        mean_seconds=remaining,
+        sigma=sigma,
+        running=workload.running,
+        checkpoint_seconds=workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS,
+        counts=counts,
+    )
+
+
+def _ordered(workloads: Sequence[WorkloadView]) -> list[WorkloadView]:
+    """Running first, then pending by priority and age: the order Kueue admits them."""
+    return sorted(
+        workloads,
+        key=lambda w: (not w.running, w.admitted_at or 0.0, -w.priority, w.created, w.name),
+    )
+
+
+def project_capacity(
+    snapshot: Snapshot, project: TrainingProject, override: tuple[str, int] | None = None
+) -> Capacity:
+    """The project's GPUs over its pools, with `override` = (pool, on-demand GPUs) if given."""
+    on_demand = spot = 0.0
+    weighted_rate = weighted_availability = 0.0
+    latency = 0.0
+    per_node = 64
+    spot_ok = spot_allowed(snapshot.policy_set, project)
+    for quota in project.spec.quotas:
+        split = snapshot.quotas.get((project.name, quota.pool))
+        nominal = quota.nominal_gpus
+        od = split.on_demand_gpus if split else nominal
+        if override is not None and override[0] == quota.pool:
+            od = min(max(override[1], 0), nominal)
+        if not spot_ok:
+            od = nominal
+        pool_spot = nominal - od
+        on_demand += od
+        spot += pool_spot
+        stats = snapshot.pools.get(quota.pool)
+        pool = snapshot.policy_set.policy.pool(quota.pool)
+        if stats is not None:
+            weighted_rate += stats.interruptions_per_node_hour * pool_spot
+            weighted_availability += stats.spot_availability * pool_spot
+            latency = max(latency, stats.provisioning_latency_seconds)
+        if pool is not None:
+            per_node = min(per_node, pool.gpus_per_node)
+    return Capacity(
+        on_demand_gpus=on_demand,
+        spot_gpus=spot,
+        spot_availability=weighted_availability / spot if spot else 1.0,
+        interruptions_per_node_hour=weighted_rate / spot if spot else 0.0,
+        gpus_per_node=per_node,
+        provisioning_latency_seconds=latency,
+    )
+
+
+class RiskModel:
+    """Deadline risk and queue waits for one snapshot; cheap to ask again with other shares."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.by_project = project_workloads(snapshot.policy_set, snapshot.workloads)
+        self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
+        self._cutoffs: dict[tuple[str, str], float] = {}
+        for project in snapshot.policy_set.projects:
+            ordered = _ordered(self.by_project[project.name])
+            for deadline in project.spec.deadlines:
+                key = (project.name, deadline.name)
+                self._cutoffs[key] = cutoff(deadline, snapshot.now)
+                self._jobs[key] = tuple(
+                    _job(w, snapshot, project.name, _counts(w, deadline)) for w in ordered
+                )
+
+    def _problems(
+        self, project: TrainingProject, override: tuple[str, int] | None = None
+    ) -> list[Problem]:
+        capacity = project_capacity(self.snapshot, project, override)
+        return [
+            Problem(
+                self._jobs[(project.name, d.name)], capacity, self._cutoffs[(project.name, d.name)]
+            )
+            for d in project.spec.deadlines
+        ]
+
+    def deadlines(self) -> list[DeadlineReport]:
+        """Every deadline's estimate under the current split, in one batch."""
+        keys: list[tuple[TrainingProject, Deadline]] = []
+        problems: list[Problem] = []
+        for project in self.snapshot.policy_set.projects:
+            project_problems = self._problems(project)
+            keys.extend((project, d) for d in project.spec.deadlines)
+            problems.extend(project_problems)
+        estimates = estimate_many(
+            problems, now=self.snapshot.now, samples=self.snapshot.samples, seed=self.snapshot.seed
+        )
+        return [
+            DeadlineReport(
+                project=project.name,
+                deadline=deadline.name,
+                cutoff=self._cutoffs[(project.name, deadline.name)],
+                estimate=estimate,
+                workloads=sum(1 for j in self._jobs[(project.name, deadline.name)] if j.counts),
+                target=1 - deadline.target_confidence,
+            )
+            for (project, deadline), estimate in zip(keys, estimates, strict=True)
+        ]
+
+    def oracle(self, project_name: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
+        """Risk per deadline of a project if it had `on_demand_gpus` on-demand in `pool`."""
+        project = self.snapshot.policy_set.project(project_name)
+        if project is None or not project.spec.deadlines:
+            return {}
+        estimates = estimate_many(
+            self._problems(project, (pool, on_demand_gpus)),
+            now=self.snapshot.now,
+            samples=self.snapshot.samples,
+            seed=self.snapshot.seed,
+        )
+        return {d.name: e.risk for d, e in zip(project.spec.deadlines, estimates, strict=True)}
+
+    def waits(self) -> dict[str, WaitEstimate]:
+        """Predicted wait of the next workload in each project's ClusterQueue."""
+        out = {}
+        for project in self.snapshot.policy_set.projects:
+            workloads = _ordered(self.by_project[project.name])
+            jobs = [_job(w, self.snapshot, project.name, False) for w in workloads]
+            pending = [w.gpus for w in workloads if w.pending]
+            new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
+            capacity = project_capacity(self.snapshot, project)
+            usable = capacity.on_demand_gpus + capacity.spot_gpus * capacity.spot_availability
+            out[project.name] = estimate_wait(
+                jobs,
+                capacity_gpus=usable,
+                new_gpus=new_gpus,
+                samples=min(self.snapshot.samples, 200),
+                seed=self.snapshot.seed,
+            )
+        return out
+
+    def pending_gpus(self) -> dict[str, int]:
+        return {
+            name: sum(w.gpus for w in workloads if w.pending)
+            for name, workloads in self.by_project.items()
+        }
+
+
+def deadline_workloads(model: RiskModel, report: DeadlineReport) -> list[WorkloadView]:
+    """The unfinished workloads counting toward a deadline (for priority boosts)."""
+    project = model.snapshot.policy_set.project(report.project)
+    assert project is not None
+    deadline = next(d for d in project.spec.deadlines if d.name == report.deadline)
+    return [w for w in model.by_project[report.project] if _counts(w, deadline)]
+
+
+__all__ = [
+    "DeadlineReport",
+    "RiskModel",
+    "Snapshot",
+    "cutoff",
+    "deadline_workloads",
+    "project_capacity",
+    "project_workloads",
+]
