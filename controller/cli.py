@@ -25,7 +25,9 @@ from controller import __version__, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
 from controller.examples import EXAMPLE_DIR
+from controller.explain import format_explanation, relevant_events
 from controller.health import HealthServer
+from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
@@ -171,7 +173,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     host, _, port = args.health_address.rpartition(":")
     health = HealthServer(
-        host or "0.0.0.0", int(port), healthz=controller.healthy, readyz=controller.ready
+        host or "0.0.0.0",
+        int(port),
+        healthz=controller.healthy,
+        readyz=controller.ready,
+        extra={"/metrics": controller.metrics.render},
     )
     health.start()
 
@@ -186,6 +192,31 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         health.stop()
         client.close()
         lease_client.close()
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        client = KubeClient.from_kubeconfig(
+            args.kubeconfig, context=args.context, retry=RetryPolicy(max_delay_seconds=10)
+        )
+        try:
+            project = client.get(kinds.TRAINING_PROJECT, args.project)
+            if project is None:
+                print(f"TrainingProject {args.project!r} not found", file=err)
+                return EXIT_INVALID
+            policies, _ = client.list(kinds.CAPACITY_POLICY)
+            policy = policies[0] if policies else None
+            events, _ = client.list(kinds.EVENT, namespace=args.events_namespace)
+        finally:
+            client.close()
+    except (KubeError, OSError, ValueError) as exc:
+        print(f"cannot read the cluster: {exc}", file=err)
+        return EXIT_INVALID
+    policy_name = policy["metadata"]["name"] if policy else None
+    out.write(
+        format_explanation(project, policy, relevant_events(events, args.project, policy_name))
+    )
     return EXIT_OK
 
 
@@ -242,6 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_arguments(plan)
     plan.set_defaults(handler=cmd_plan)
 
+    explain = commands.add_parser(
+        "explain", help="a project's deadline risks and the decisions behind its mix"
+    )
+    explain.add_argument("project", help="TrainingProject name")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    explain.add_argument("--context", help="kubeconfig context")
+    explain.add_argument(
+        "--events-namespace",
+        default="default",
+        help="where Events about cluster-scoped objects live (default %(default)s)",
+    )
+    explain.set_defaults(handler=cmd_explain)
+
     run = commands.add_parser("run", help="run the controller")
     cluster_arguments(run)
     run.add_argument("--identity", help="leader-election identity (default host-pid)")
@@ -258,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resync-seconds", type=float, default=300.0, help="full resync period (default 300)"
     )
     run.add_argument(
-        "--health-address", default=":8080", help="host:port of /healthz, /readyz (default :8080)"
+        "--health-address",
+        default=":8080",
+        help="host:port of /healthz, /readyz and /metrics (default :8080)",
     )
     run.add_argument(
         "--log-format",

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 import structlog
 
 from controller import names
+from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
 from controller.kube.leader import LeaderElector
 from controller.kube.watch import Watcher
+from controller.metrics import Metrics
 from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
 
 log = structlog.get_logger(__name__)
@@ -76,11 +78,15 @@ class Controller:
                 on_started_leading=self._wake.set,
             )
         self.events = EventRecorder(client, reporting_instance=options.identity)
+        self.metrics = Metrics()
+        self.history = HistoryReader()
         self.reconciler = Reconciler(
             client,
             namespace=options.namespace,
             events=self.events,
             may_write=self.is_leader,
+            metrics=self.metrics,
+            history=self.history,
         )
         self.watchers: list[Watcher] = []
 
@@ -150,12 +156,14 @@ class Controller:
                 self._wake.clear()
                 if not self.is_leader():
                     continue
+                started = time.monotonic()
                 try:
                     result = self.reconciler.reconcile()
                 except NotLeaderError:
                     log.warning("leadership_lost_mid_reconcile")
                     continue
                 except KubeError as exc:
+                    self.metrics.reconcile_errors_total.inc()
                     delay = backoff + random.uniform(0, backoff / 2)
                     log.error(
                         "reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2)
@@ -168,6 +176,8 @@ class Controller:
                     continue
                 backoff = 1.0
                 self._synced_once = True
+                self.metrics.reconcile_duration_seconds.observe(time.monotonic() - started)
+                self.metrics.last_successful_reconcile_timestamp_seconds.set(time.time())
                 if self.on_result:
                     self.on_result(result)
         finally:
