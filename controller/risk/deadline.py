@@ -82,28 +82,39 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
     """Poisson counts by inverse transform, so a larger rate never gives a smaller count.
 
     Most draws see no interruption (uniform < e^-rate); only the rest are walked up the CDF,
-    and the set shrinks as each count is settled.
+    in float64 and in log space (e^-rate underflows for large rates), and the walk always ends:
+    it stops far in the tail even if rounding keeps the CDF below the draw.
     """
     counts = np.zeros(rate.shape, dtype=rate.dtype)
-    flat_rate = rate.ravel()
-    flat_uniform = uniform.ravel()
-    pmf = np.exp(-flat_rate)
-    todo = np.flatnonzero(flat_uniform >= pmf)
+    flat_rate = rate.ravel().astype(np.float64)
+    flat_uniform = uniform.ravel().astype(np.float64)
+    log_pmf0 = -flat_rate
+    todo = np.flatnonzero(flat_uniform >= np.exp(log_pmf0))
     if todo.size == 0:
         return counts
     r = flat_rate[todo]
     u = flat_uniform[todo]
-    p = pmf[todo]
-    cdf = p.copy()
-    k = 0
+    log_r = np.log(np.maximum(r, 1e-300))
+    log_p = log_pmf0[todo]
+    cdf = np.exp(log_p)
+    limit = r + 40 * np.sqrt(r) + 40
     flat_counts = counts.reshape(-1)
+    k = 0
     while todo.size:
         k += 1
         flat_counts[todo] = k
-        p = p * r / k
-        cdf = cdf + p
-        keep = cdf < u
-        todo, r, u, p, cdf = todo[keep], r[keep], u[keep], p[keep], cdf[keep]
+        log_p = log_p + log_r - np.log(k)
+        cdf = cdf + np.exp(log_p)
+        keep = (cdf < u) & (k < limit)
+        todo, r, u, log_r, log_p, cdf, limit = (
+            todo[keep],
+            r[keep],
+            u[keep],
+            log_r[keep],
+            log_p[keep],
+            cdf[keep],
+            limit[keep],
+        )
     return counts
 
 
@@ -177,15 +188,22 @@ def estimate_many(
     latency = per_problem("provisioning_latency_seconds")
     deadline = np.array([p.deadline for p in problems])
 
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((batch, samples, width), dtype=np.float32)
-    v = rng.random((batch, samples, width), dtype=np.float32)
-    delivered = _delivered_spot(
-        rng,
-        np.clip(per_problem("spot_availability"), 0.0, 1.0),
-        np.maximum(per_problem("spot_availability_concentration"), 1e-6),
-        samples,
-    )
+    # Each problem draws from its own generator seeded alike, so its samples do not depend on
+    # which other problems share the batch: the risk reported for a deadline and the risk the
+    # decision search sees for it alone come from the same samples.
+    z = np.zeros((batch, samples, width), dtype=np.float32)
+    v = np.zeros((batch, samples, width), dtype=np.float32)
+    delivered = np.zeros((batch, samples))
+    availability = np.clip(per_problem("spot_availability"), 0.0, 1.0)
+    concentration = np.maximum(per_problem("spot_availability_concentration"), 1e-6)
+    for b, problem in enumerate(problems):
+        rng = np.random.default_rng(seed)
+        n = len(problem.jobs)
+        z[b, :, :n] = rng.standard_normal((samples, n), dtype=np.float32)
+        v[b, :, :n] = rng.random((samples, n), dtype=np.float32)
+        delivered[b] = _delivered_spot(
+            rng, availability[b : b + 1], concentration[b : b + 1], samples
+        )[0]
 
     mu = (np.log(jobs.mean) - jobs.sigma**2 / 2).astype(np.float32)
     duration = np.exp(mu[:, None, :] + jobs.sigma.astype(np.float32)[:, None, :] * z)
@@ -204,11 +222,15 @@ def estimate_many(
     # Times relative to now: float32 cannot hold epoch seconds to the second.
     start = np.where(jobs.running, 0.0, latency[:, None]).astype(np.float32)
     finish = np.maximum(drained, start[:, None, :] + effective)
-    finish = np.where(jobs.gpus[:, None, :] > capacity[:, :, None], np.inf, finish)
+    # A pending workload wider than the capacity never starts; a running one has its nodes.
+    stuck = (~jobs.running)[:, None, :] & (jobs.gpus[:, None, :] > capacity[:, :, None])
+    finish = np.where(stuck, np.inf, finish)
     counted = (jobs.counts & jobs.valid)[:, None, :]
     deadline_finish = np.max(np.where(counted, finish, -np.inf), axis=2)
     deadline_finish = np.where(np.isneginf(deadline_finish), 0.0, deadline_finish)
-    risk = (deadline_finish > (deadline - now)[:, None]).mean(axis=1)
+    # Nothing left to finish is never late, even once the cutoff has passed.
+    late = (deadline_finish > (deadline - now)[:, None]) & counted.any(axis=2)
+    risk = late.mean(axis=1)
     p50 = np.quantile(deadline_finish, 0.5, axis=1, method="inverted_cdf").astype(np.float64)
     p90 = np.quantile(deadline_finish, 0.9, axis=1, method="inverted_cdf").astype(np.float64)
     return [

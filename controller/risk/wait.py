@@ -52,7 +52,7 @@ def estimate_wait(
     else:
         # Nothing pending: wait until enough running workloads finish to free the GPUs needed.
         running = [j for j in jobs if j.running]
-        needed = new_gpus - max(capacity_gpus - running_gpus, 0.0)
+        needed = new_gpus - (capacity_gpus - running_gpus)
         gpus, durations = sample(running)
         order = np.argsort(durations, axis=1)
         freed = np.cumsum(gpus[order], axis=1)

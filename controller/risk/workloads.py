@@ -10,6 +10,7 @@ estimate for everyone else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,85 +67,100 @@ def _epoch(value: Any) -> float | None:
         return None
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    """A finite number, or `default` for anything else."""
+    if isinstance(value, bool):
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) else default
+
+
 def _quantity(value: Any) -> int:
     """A whole-GPU count from a resource quantity ("2", 2, "2000m"); fractions round up."""
     if isinstance(value, bool):
         return 0
-    if isinstance(value, int | float):
-        return max(int(-(-value // 1)), 0)
     if isinstance(value, str):
         text = value.strip()
-        try:
-            if text.endswith("m"):
-                return max(-(-int(text[:-1]) // 1000), 0)
-            return max(int(-(-float(text) // 1)), 0)
-        except ValueError:
-            return 0
-    return 0
+        if text.endswith("m"):
+            return max(math.ceil(_number(text[:-1]) / 1000), 0)
+        return max(math.ceil(_number(text)), 0)
+    return max(math.ceil(_number(value)), 0)
 
 
 def _seconds(value: Any) -> float | None:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
+    seconds = _number(value, default=0.0)
     return seconds if seconds > 0 else None
 
 
-def pod_set_gpus(pod_set: Mapping[str, Any], gpu_resources: frozenset[str]) -> int:
-    spec = ((pod_set.get("template") or {}).get("spec")) or {}
+def pod_set_gpus(pod_set: Any, gpu_resources: frozenset[str]) -> int:
+    pod_set = _map(pod_set)
+    spec = _map(_map(pod_set.get("template")).get("spec"))
     per_pod = 0
-    for container in spec.get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        limits = (container.get("resources") or {}).get("limits") or {}
+    for container in _list(spec.get("containers")):
+        resources = _map(_map(container).get("resources"))
+        requests, limits = _map(resources.get("requests")), _map(resources.get("limits"))
         for resource in gpu_resources:
             per_pod += _quantity(requests.get(resource, limits.get(resource, 0)))
     count = pod_set.get("count")
-    return per_pod * (count if isinstance(count, int) and count > 0 else 1)
+    return per_pod * (count if isinstance(count, int) and count >= 0 else 1)
 
 
 def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> WorkloadView:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    meta = _map(obj.get("metadata"))
+    spec = _map(obj.get("spec"))
+    status = _map(obj.get("status"))
+    conditions = {
+        c.get("type"): c for c in _list(status.get("conditions")) if isinstance(c, Mapping)
+    }
 
     def when(type_: str) -> float | None:
         c = conditions.get(type_)
         return _epoch(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
 
-    admission = status.get("admission") or {}
+    admission = _map(status.get("admission"))
     flavors = tuple(
         sorted(
             {
-                flavor
-                for assignment in admission.get("podSetAssignments") or []
-                for resource, flavor in (assignment.get("flavors") or {}).items()
+                str(flavor)
+                for assignment in _list(admission.get("podSetAssignments"))
+                for resource, flavor in _map(_map(assignment).get("flavors")).items()
                 if resource in gpu_resources
             }
         )
     )
-    annotations = meta.get("annotations") or {}
-    labels = meta.get("labels") or {}
+    annotations = _map(meta.get("annotations"))
+    labels = {str(k): str(v) for k, v in _map(meta.get("labels")).items()}
     evicted = conditions.get("Evicted")
-    requeue = status.get("requeueState") or {}
+    requeue = _map(status.get("requeueState"))
     priority = spec.get("priority")
+    cluster_queue = admission.get("clusterQueue")
     return WorkloadView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         queue=str(spec.get("queueName") or ""),
-        priority=priority if isinstance(priority, int) else 0,
-        gpus=sum(pod_set_gpus(p, gpu_resources) for p in spec.get("podSets") or []),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        gpus=sum(pod_set_gpus(p, gpu_resources) for p in _list(spec.get("podSets"))),
         created=_epoch(meta.get("creationTimestamp")) or 0.0,
         admitted_at=when("Admitted"),
         finished=when("Finished") is not None,
         finished_at=when("Finished"),
-        evictions=int(requeue.get("count") or (1 if evicted else 0)),
-        cluster_queue=admission.get("clusterQueue") if when("Admitted") else None,
+        evictions=int(_number(requeue.get("count"), default=1.0 if evicted else 0.0)),
+        cluster_queue=str(cluster_queue) if when("Admitted") and cluster_queue else None,
         flavors=flavors,
         expected_duration=_seconds(annotations.get(names.ANNOTATION_EXPECTED_DURATION)),
         checkpoint_interval=_seconds(annotations.get(names.ANNOTATION_CHECKPOINT_INTERVAL)),
         deadline=labels.get(names.LABEL_DEADLINE),
-        labels=dict(labels),
-        past_execution_seconds=float(status.get("accumulatedPastExecutionTimeSeconds") or 0),
+        labels=labels,
+        past_execution_seconds=max(_number(status.get("accumulatedPastExecutionTimeSeconds")), 0),
     )
