@@ -23,7 +23,7 @@ from controller import names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, RetryPolicy
 from controller.kube.crds import install_crds, read_crds
-from controller.testenv.controlplane import STANDINS_DIR, ControlPlane
+from controller.testenv.controlplane import ControlPlane
 from tests.upstream import upstream_crds_dir
 
 REPO_ROOT = Path(__file__).parents[2]
@@ -38,10 +38,14 @@ CLEANED_KINDS = (
 )
 
 
-def all_crds() -> list[dict[str, Any]]:
+def all_crds(plane: ControlPlane) -> list[dict[str, Any]]:
     upstream = upstream_crds_dir()
     return read_crds(
-        [*(upstream / name for name in UPSTREAM), REPO_ROOT / "manifests" / "crds", STANDINS_DIR]
+        [
+            *(upstream / name for name in UPSTREAM),
+            REPO_ROOT / "manifests" / "crds",
+            *plane.standin_dirs(),
+        ]
     )
 
 
@@ -50,7 +54,7 @@ def control_plane() -> Iterator[ControlPlane]:
     with ControlPlane() as plane:
         client = KubeClient.from_kubeconfig(str(plane.kubeconfig))
         try:
-            install_crds(client, all_crds())
+            install_crds(client, all_crds(plane))
             # The first LIST after a CRD is established can get 429 "storage is
             # (re)initializing"; pay that once here rather than in the first test.
             served = client.served_group_versions()
