@@ -16,6 +16,21 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
         if use_json
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    # Libraries (urllib3, kubernetes) log through the standard library: give them the same
+    # renderer, so a JSON log stays JSON.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processor=renderer,
+            foreign_pre_chain=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

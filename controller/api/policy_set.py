@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from controller.api.types import CapacityPolicy, TrainingProject
 
@@ -43,5 +44,9 @@ class PolicySet:
     projects: tuple[TrainingProject, ...]
     origins: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False)
 
+    @cached_property
+    def _by_name(self) -> dict[str, TrainingProject]:
+        return {p.name: p for p in self.projects}
+
     def project(self, name: str) -> TrainingProject | None:
-        return next((p for p in self.projects if p.name == name), None)
+        return self._by_name.get(name)

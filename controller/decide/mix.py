@@ -20,7 +20,7 @@ pass's state as data; the same function runs in the controller, `plan` and the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from controller.api.policy_set import PolicySet
@@ -107,30 +107,59 @@ def _quotas(policy_set: PolicySet, pool: str) -> list[_Quota]:
     return out
 
 
-def _smallest_share(
-    oracle: RiskOracle, quota: _Quota, pool: str, low: int, limit: Callable[[str], float]
-) -> tuple[int, bool]:
-    """The smallest share in [low, nominal] meeting every deadline's limit, and whether any does.
+Question = tuple[str, str, int]
+Prefetch = Callable[[Sequence[Question]], None]
 
-    Risk falls as the share grows (the model uses common random numbers), so bisection works.
+
+def _search(low: int, nominal: int) -> Generator[int, bool, tuple[int, bool]]:
+    """Bisection for the smallest share in [low, nominal] that meets the targets.
+
+    A generator: it yields the share to test and is sent whether it met them, so many
+    projects' searches can run in lockstep with one batched risk estimate per round. Risk
+    falls as the share grows (the model uses common random numbers), so bisection works.
+    Returns the share and whether any share met the targets.
     """
-
-    def meets(share: int) -> bool:
-        risks = oracle(quota.project.name, pool, share)
-        return all(risk <= limit(name) for name, risk in risks.items())
-
-    if meets(low):
+    if (yield low):
         return low, True
-    high = quota.nominal
-    if not meets(high):
+    high = nominal
+    if not (yield high):
         return high, False
     while high - low > 1:
         mid = (low + high) // 2
-        if meets(mid):
+        if (yield mid):
             high = mid
         else:
             low = mid
     return high, True
+
+
+def _smallest_shares(
+    oracle: RiskOracle,
+    prefetch: Prefetch | None,
+    pool: str,
+    searches: Mapping[str, tuple[int, int, Callable[[str], float]]],
+) -> dict[str, tuple[int, bool]]:
+    """Run each project's search (low, nominal, limit per deadline) in lockstep."""
+    results: dict[str, tuple[int, bool]] = {}
+    running: dict[str, Generator[int, bool, tuple[int, bool]]] = {}
+    asked: dict[str, int] = {}
+    for project, (low, nominal, _) in searches.items():
+        search = _search(low, nominal)
+        running[project] = search
+        asked[project] = next(search)
+    while asked:
+        if prefetch is not None:
+            prefetch([(project, pool, share) for project, share in asked.items()])
+        following: dict[str, int] = {}
+        for project, share in asked.items():
+            limit = searches[project][2]
+            met = all(risk <= limit(name) for name, risk in oracle(project, pool, share).items())
+            try:
+                following[project] = running[project].send(met)
+            except StopIteration as done:
+                results[project] = done.value
+        asked = following
+    return results
 
 
 def _budget_cap(policy_set: PolicySet, quota: _Quota, pool: str) -> int:
@@ -169,8 +198,13 @@ def decide_pool(
     now: float,
     baseline: Mapping[str, int] | None = None,
     history_available: bool = True,
+    prefetch: Prefetch | None = None,
 ) -> Decision:
-    """`baseline`: each project's on-demand GPUs in the pool under the current split."""
+    """`baseline`: each project's on-demand GPUs in the pool under the current split.
+
+    `prefetch`, when given, is told each round's questions before they are asked one by one,
+    so the risk model can answer them in one batch; the answers are the same either way.
+    """
     policy = policy_set.policy
     settings = policy.spec.risk
     pool = policy.pool(state.pool)
@@ -203,7 +237,8 @@ def decide_pool(
         )
     if override.mode is OverrideMode.MANUAL:
         manual = {m.pool: m.gpus for m in override.on_demand_gpus}
-        target = manual.get(pool.name, previous)
+        # Clamped as the renderer clamps it, so the mix read back next pass is the same.
+        target = min(max(manual.get(pool.name, previous), floor), ceiling)
         changed = target != previous
         return decision(
             Action.MANUAL,
@@ -226,14 +261,24 @@ def decide_pool(
         )
         for q in quotas
     }
+    if prefetch is not None:
+        prefetch([(q.project.name, pool.name, current[q.project.name]) for q in quotas])
     risks = {
         (q.project.name, name): risk
         for q in quotas
         for name, risk in oracle(q.project.name, pool.name, current[q.project.name]).items()
     }
     worst = max(risks.values(), default=0.0)
-    raise_since = (state.raise_since or now) if worst > settings.raise_threshold else None
-    lower_since = (state.lower_since or now) if worst < settings.lower_threshold else None
+    raise_since = (
+        (now if state.raise_since is None else state.raise_since)
+        if worst > settings.raise_threshold
+        else None
+    )
+    lower_since = (
+        (now if state.lower_since is None else state.lower_since)
+        if worst < settings.lower_threshold
+        else None
+    )
     tracked = replace(state, raise_since=raise_since, lower_since=lower_since)
     window = settings.evaluation_window_seconds
     inputs = {
@@ -265,6 +310,7 @@ def decide_pool(
             fixed=fixed,
             decision=decision,
             inputs=inputs,
+            prefetch=prefetch,
         )
 
     if lower_since is not None and previous > floor:
@@ -298,13 +344,19 @@ def decide_pool(
                 **inputs,
             )
         shares = {
-            q.project.name: _smallest_share(
-                oracle, q, pool.name, 0, lambda _: settings.lower_threshold * 0.999
-            )[0]
-            if current[q.project.name] > 0
-            else 0
-            for q in quotas
+            project: share
+            for project, (share, _) in _smallest_shares(
+                oracle,
+                prefetch,
+                pool.name,
+                {
+                    q.project.name: (0, q.nominal, lambda _: settings.lower_threshold * 0.999)
+                    for q in quotas
+                    if current[q.project.name] > 0
+                },
+            ).items()
         }
+        shares.update({q.project.name: 0 for q in quotas if current[q.project.name] == 0})
         shares = {p: min(s, current[p]) for p, s in shares.items()}
         target = max(floor, fixed + sum(shares.values()), previous - settings.max_step_gpus)
         target = min(target, previous)
@@ -353,16 +405,24 @@ def _raise(
     fixed: int,
     decision: Callable[..., Decision],
     inputs: Mapping[str, float],
+    prefetch: Prefetch | None,
 ) -> Decision:
     settings = policy_set.policy.spec.risk
     previous = state.on_demand_gpus
     wanted: dict[str, int] = {}
     unreachable: list[str] = []
     budget_bound: list[str] = []
+    found = _smallest_shares(
+        oracle,
+        prefetch,
+        state.pool,
+        {
+            q.project.name: (current[q.project.name], q.nominal, q.targets.__getitem__)
+            for q in quotas
+        },
+    )
     for q in quotas:
-        share, reachable = _smallest_share(
-            oracle, q, state.pool, current[q.project.name], q.targets.__getitem__
-        )
+        share, reachable = found[q.project.name]
         if not reachable:
             unreachable.append(q.project.name)
         cap = _budget_cap(policy_set, q, state.pool)

@@ -144,13 +144,24 @@ def plan_capacity(
                 if pool_name == pool.name
             },
             history_available=history.available,
+            prefetch=model.prefetch,
         )
         for pool in policy.spec.pools
     )
     targets = {d.pool: _target(d.state) for d in decisions}
     rendered = render(policy_set, targets=targets, namespace=namespace)
     final = RiskModel(replace(snapshot, quotas=rendered.quotas))  # same world, the new split
-    reports = tuple(final.deadlines())
+    unchanged = {
+        project.name: estimates
+        for project in policy_set.projects
+        if all(
+            rendered.quotas.get((project.name, q.pool))
+            == current.quotas.get((project.name, q.pool))
+            for q in project.spec.quotas
+        )
+        and (estimates := model.current_estimates(project)) is not None
+    }
+    reports = tuple(final.deadlines(known=unchanged))
     boosts: set[tuple[str, str]] = set()
     if policy.spec.risk.priority_boost:
         for report in reports:

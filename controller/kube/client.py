@@ -10,6 +10,7 @@ for custom resources, so bodies stay plain dicts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -30,7 +31,9 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_delay,
+    stop_any,
 )
+from tenacity.stop import stop_base
 
 from controller.kube.kinds import Kind
 
@@ -39,6 +42,16 @@ log = structlog.get_logger(__name__)
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class _Cancelled(stop_base):
+    """Stop retrying once the client is cancelled (the controller is shutting down)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.event.is_set()
 
 
 class KubeError(Exception):
@@ -143,6 +156,8 @@ class KubeClient:
         self.retry = retry or RetryPolicy()
         self.request_timeout = request_timeout
         self.stats = RequestStats()
+        self.cancelled = threading.Event()
+        """Set on shutdown: retries stop at once instead of running out their deadline."""
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._streams_lock = threading.Lock()
 
@@ -162,6 +177,8 @@ class KubeClient:
         except (k8s_config.ConfigException, OSError, ValueError) as exc:
             raise KubeError(f"kubeconfig {path or '(default)'}: {exc}") from exc
         configuration.retries = 0  # tenacity retries, with Retry-After; urllib3 must not.
+        # Eleven watches and the loop share one client: room for all of them and then some.
+        configuration.connection_pool_maxsize = 32
         return cls(k8s.ApiClient(configuration), retry=retry)
 
     @staticmethod
@@ -194,8 +211,11 @@ class KubeClient:
         """
         with self._streams_lock:
             streams = list(self._streams)
+            self._streams.clear()
         for response in streams:
-            response.shutdown()
+            # A stream that already ended may refuse to be shut down; that is what we want.
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.shutdown()
 
     # ------------------------------------------------------------------ raw requests
     def _send(
@@ -270,6 +290,10 @@ class KubeClient:
         elapsed = state.seconds_since_start or 0.0
         return min(wanted, max(self.retry.max_delay_seconds - elapsed, 0.0))
 
+    def _sleep(self, seconds: float) -> None:
+        """Sleep between retries, waking at once when the client is cancelled."""
+        self.cancelled.wait(seconds)
+
     def _log_retry(self, state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         self.stats.count_retry()
@@ -285,7 +309,10 @@ class KubeClient:
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.retryable),
             wait=self._wait,
-            stop=stop_after_delay(self.retry.max_delay_seconds),
+            stop=stop_any(
+                stop_after_delay(self.retry.max_delay_seconds), _Cancelled(self.cancelled)
+            ),
+            sleep=self._sleep,
             before_sleep=self._log_retry,
             reraise=True,
         )
@@ -423,6 +450,8 @@ class KubeClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(f"watch {kind.kind}: connection failed: {exc}") from exc
         finally:
+            with self._streams_lock:
+                self._streams.discard(response)
             response.release_conn()
 
     def served_group_versions(self) -> set[str]:

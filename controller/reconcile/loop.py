@@ -197,12 +197,17 @@ class Controller:
     def stop(self) -> None:
         self.stop_event.set()
         self._wake.set()
+        # Requests in their retry loop give up now; SIGTERM must not wait out a 30 s deadline.
+        self.client.cancelled.set()
+        if self.elector is not None:
+            self.elector.client.cancelled.set()
 
     def shutdown(self) -> None:
         self.stop_event.set()
         self.client.abort_watches()
+        deadline = time.monotonic() + 5
         for watcher in self.watchers:
-            watcher.join(timeout=5)
+            watcher.join(timeout=max(deadline - time.monotonic(), 0.0))
         if self.elector is not None:
             self.elector.stop(release=True)
         log.info("controller_stopped", identity=self.options.identity)

@@ -215,10 +215,22 @@ class Reconciler:
         self.history = history
         self.seed = seed
         self._finished_seen: set[tuple[str, str]] = set()
+        self._served_before: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
         served = frozenset(self.client.served_group_versions())
+        relevant = {k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD)}
+        vanished = (self._served_before - served) & relevant
+        if vanished:
+            # Right after an API server restart, discovery can list only some groups for a
+            # moment. Acting on that would report kinds as gone; try the pass again instead.
+            raise KubeError(
+                f"discovery lost {', '.join(sorted(vanished))} since the last pass; "
+                "retrying rather than acting on a partial view",
+                status=503,
+            )
+        self._served_before = served
         policies, _ = self.client.list(kinds.CAPACITY_POLICY)
         projects, _ = self.client.list(kinds.TRAINING_PROJECT)
         managed: list[KubeObject] = []

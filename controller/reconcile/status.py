@@ -309,14 +309,23 @@ def pool_status_entries(
         ):
             if value is not None:
                 entry[key] = _stamp(value)
+        last = before.get(state.pool, {}).get("lastDecision")
         quiet = decision.action == Action.HOLD and decision.reason in {
             Reason.STEADY,
             Reason.EVALUATION_WINDOW,
         }
-        if not quiet:
+        # A hold that repeats the last decision (same action and reason, nothing moved) keeps
+        # its time: restamping it every pass would rewrite the status every pass.
+        repeated = (
+            decision.target == decision.previous
+            and isinstance(last, Mapping)
+            and (last.get("action"), last.get("reason")) == (decision.action, decision.reason)
+        )
+        if quiet or repeated:
+            if last:
+                entry["lastDecision"] = last
+        else:
             entry["lastDecision"] = _decision_entry(decision, now)
-        elif before.get(state.pool, {}).get("lastDecision"):
-            entry["lastDecision"] = before[state.pool]["lastDecision"]
         entries.append(entry)
     return entries
 
@@ -399,6 +408,8 @@ def _close(key: str, old: Any, new: Any) -> bool:
             _close(key, o, n) for o, n in zip(old, new, strict=True)
         )
     if key in TOLERANCES and isinstance(old, int | float) and isinstance(new, int | float):
+        if key == "slackSeconds" and (old < 0) != (new < 0):
+            return False  # a deadline turning late is always news
         return abs(float(old) - float(new)) <= TOLERANCES[key]
     if key in TIME_FIELDS:
         a, b = _epoch(old), _epoch(new)
@@ -410,7 +421,12 @@ def _close(key: str, old: Any, new: Any) -> bool:
 
 
 def _slack_close(old: Any, new: Any) -> bool:
-    """The slack text follows slackSeconds; only its sign and hours are news."""
+    """The slack text follows slackSeconds; only its sign, days and hours are news."""
     if not isinstance(old, str) or not isinstance(new, str):
         return False
-    return old.startswith("-") == new.startswith("-") and old.split("h")[0] == new.split("h")[0]
+
+    def coarse(text: str) -> tuple[bool, str]:
+        head = text.lstrip("-")
+        return text.startswith("-"), head.split("h")[0] if "h" in head else "0"
+
+    return coarse(old) == coarse(new)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -169,6 +170,28 @@ def _delivered_spot(
     return np.where((availability <= 0.0)[:, None], 0.0, delivered)
 
 
+@lru_cache(maxsize=1024)
+def _job_draws(seed: int, samples: int, width: int) -> tuple[FloatArray, FloatArray]:
+    """Runtime and interruption draws; alike for every problem of the same width, so cached."""
+    rng = np.random.default_rng(seed)
+    normal = rng.standard_normal((samples, width), dtype=np.float32)
+    uniform = rng.random((samples, width), dtype=np.float32)
+    normal.flags.writeable = False
+    uniform.flags.writeable = False
+    return normal, uniform
+
+
+@lru_cache(maxsize=4096)
+def _spot_draws(seed: int, samples: int, availability: float, concentration: float) -> FloatArray:
+    """The delivered share of spot per sample, from its own stream so any width shares it."""
+    rng = np.random.default_rng([seed, 1])
+    spot: FloatArray = _delivered_spot(
+        rng, np.array([availability]), np.array([concentration]), samples
+    )[0]
+    spot.flags.writeable = False
+    return spot
+
+
 def estimate_many(
     problems: Sequence[Problem], *, now: float, samples: int = 500, seed: int = 0
 ) -> list[Estimate]:
@@ -197,13 +220,9 @@ def estimate_many(
     availability = np.clip(per_problem("spot_availability"), 0.0, 1.0)
     concentration = np.maximum(per_problem("spot_availability_concentration"), 1e-6)
     for b, problem in enumerate(problems):
-        rng = np.random.default_rng(seed)
         n = len(problem.jobs)
-        z[b, :, :n] = rng.standard_normal((samples, n), dtype=np.float32)
-        v[b, :, :n] = rng.random((samples, n), dtype=np.float32)
-        delivered[b] = _delivered_spot(
-            rng, availability[b : b + 1], concentration[b : b + 1], samples
-        )[0]
+        z[b, :, :n], v[b, :, :n] = _job_draws(seed, samples, n)
+        delivered[b] = _spot_draws(seed, samples, float(availability[b]), float(concentration[b]))
 
     mu = (np.log(jobs.mean) - jobs.sigma**2 / 2).astype(np.float32)
     duration = np.exp(mu[:, None, :] + jobs.sigma.astype(np.float32)[:, None, :] * z)

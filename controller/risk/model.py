@@ -178,6 +178,8 @@ class RiskModel:
         self.by_project = project_workloads(snapshot.policy_set, snapshot.workloads)
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         self._cutoffs: dict[tuple[str, str], float] = {}
+        self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
+        self._estimates: dict[tuple[str, str, int], list[Estimate]] = {}
         for project in snapshot.policy_set.projects:
             ordered = _ordered(self.by_project[project.name])
             for deadline in project.spec.deadlines:
@@ -198,17 +200,35 @@ class RiskModel:
             for d in project.spec.deadlines
         ]
 
-    def deadlines(self) -> list[DeadlineReport]:
-        """Every deadline's estimate under the current split, in one batch."""
+    def deadlines(self, known: Mapping[str, list[Estimate]] | None = None) -> list[DeadlineReport]:
+        """Every deadline's estimate under the current split, in one batch.
+
+        `known` holds estimates already made for some projects under this very split (by
+        another model of the same world), which are reused rather than sampled again.
+        """
         keys: list[tuple[TrainingProject, Deadline]] = []
         problems: list[Problem] = []
+        reused: dict[tuple[str, str], Estimate] = {}
         for project in self.snapshot.policy_set.projects:
-            project_problems = self._problems(project)
+            earlier = (known or {}).get(project.name)
+            if earlier is not None and len(earlier) == len(project.spec.deadlines):
+                for deadline, estimate in zip(project.spec.deadlines, earlier, strict=True):
+                    reused[(project.name, deadline.name)] = estimate
+                keys.extend((project, d) for d in project.spec.deadlines)
+                continue
             keys.extend((project, d) for d in project.spec.deadlines)
-            problems.extend(project_problems)
-        estimates = estimate_many(
-            problems, now=self.snapshot.now, samples=self.snapshot.samples, seed=self.snapshot.seed
+            problems.extend(self._problems(project))
+        fresh = iter(
+            estimate_many(
+                problems,
+                now=self.snapshot.now,
+                samples=self.snapshot.samples,
+                seed=self.snapshot.seed,
+            )
         )
+        estimates = [
+            reused.get((project.name, deadline.name)) or next(fresh) for project, deadline in keys
+        ]
         return [
             DeadlineReport(
                 project=project.name,
@@ -222,7 +242,13 @@ class RiskModel:
         ]
 
     def oracle(self, project_name: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
-        """Risk per deadline of a project if it had `on_demand_gpus` on-demand in `pool`."""
+        """Risk per deadline of a project if it had `on_demand_gpus` on-demand in `pool`.
+
+        Answers are remembered for the snapshot: the decision search asks some twice.
+        """
+        key = (project_name, pool, on_demand_gpus)
+        if key in self._answers:
+            return self._answers[key]
         project = self.snapshot.policy_set.project(project_name)
         if project is None or not project.spec.deadlines:
             return {}
@@ -232,7 +258,51 @@ class RiskModel:
             samples=self.snapshot.samples,
             seed=self.snapshot.seed,
         )
-        return {d.name: e.risk for d, e in zip(project.spec.deadlines, estimates, strict=True)}
+        answer = {d.name: e.risk for d, e in zip(project.spec.deadlines, estimates, strict=True)}
+        self._answers[key] = answer
+        return answer
+
+    def prefetch(self, questions: Sequence[tuple[str, str, int]]) -> None:
+        """Answer many (project, pool, share) questions in one batch, for `oracle` to return.
+
+        Each problem has its own samples, so a batched answer equals the one asked alone.
+        """
+        wanted: list[tuple[tuple[str, str, int], TrainingProject]] = []
+        for key in dict.fromkeys(questions):
+            if key in self._answers:
+                continue
+            project = self.snapshot.policy_set.project(key[0])
+            if project is None or not project.spec.deadlines:
+                self._answers[key] = {}
+                continue
+            wanted.append((key, project))
+        problems: list[Problem] = []
+        for (_, pool, share), project in wanted:
+            problems.extend(self._problems(project, (pool, share)))
+        estimates = iter(
+            estimate_many(
+                problems,
+                now=self.snapshot.now,
+                samples=self.snapshot.samples,
+                seed=self.snapshot.seed,
+            )
+        )
+        for key, project in wanted:
+            found = [next(estimates) for _ in project.spec.deadlines]
+            self._estimates[key] = found
+            self._answers[key] = {
+                d.name: e.risk for d, e in zip(project.spec.deadlines, found, strict=True)
+            }
+
+    def current_estimates(self, project: TrainingProject) -> list[Estimate] | None:
+        """Estimates already made for a project at the snapshot's own split, if any."""
+        for quota in project.spec.quotas:
+            split = self.snapshot.quotas.get((project.name, quota.pool))
+            if split is not None:
+                found = self._estimates.get((project.name, quota.pool, split.on_demand_gpus))
+                if found is not None:
+                    return found
+        return None
 
     def waits(self) -> dict[str, WaitEstimate]:
         """Predicted wait of the next workload in each project's ClusterQueue."""
@@ -248,7 +318,7 @@ class RiskModel:
                 jobs,
                 capacity_gpus=usable,
                 new_gpus=new_gpus,
-                samples=min(self.snapshot.samples, 200),
+                samples=min(self.snapshot.samples, 100),
                 seed=self.snapshot.seed,
             )
         return out

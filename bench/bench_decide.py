@@ -1,0 +1,228 @@
+"""One full decision pass (`plan_capacity`) at scale: 1,000 projects x 4 pools (goal: < 1 s CPU).
+
+The synthetic policy (`synthetic_documents(projects=1000, pools=4)`: 8 GPUs a project over two
+pools, half the projects with two deadlines, `release` and `weekly`) with 10,000 pending
+workloads, 10 a project, of 1 to 4 GPUs (mostly 1 or 2). In deadline projects about 60% of the
+pending workloads are labelled (80% `release`, 20% `weekly`), sized so that the labelled work
+is 30% to 100% of what the project's quota can do in the 24 h left before `release` (some
+deadlines are at risk, most are not); the rest run 30 min to 6 h, a quarter of them without
+an expected duration (the model falls back to its prior). Each project also has 2 running
+workloads on a spot or on-demand flavor, so costs are computed.
+
+A warm-up pass 10 minutes earlier opens the evaluation windows, so the measured pass (given the
+warm-up's pool states) raises and runs the bisection for the at-risk projects: the pass the
+controller makes once risk has held for the window. Prints wall and CPU time
+(time.process_time) of the pass (best and median of several runs), the risk-oracle calls it
+makes (counted by wrapping `RiskModel.oracle` here, in the benchmark process), the decisions,
+and peak memory: Python allocations during one pass (tracemalloc, which sees NumPy's arrays) and
+the process's maximum RSS. When the goal is missed it prints where the time goes (cProfile).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import random
+import resource
+import statistics
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller import names
+from controller.api.loader import load_policy_set
+from controller.api.policy_set import PolicySet
+from controller.decide.mix import PoolState
+from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.examples.synthetic import synthetic_documents
+from controller.render.capacity import spot_allowed
+from controller.risk.model import RiskModel
+from controller.risk.workloads import WorkloadView
+
+PROJECTS = 1000
+POOLS = 4
+PENDING_PER_PROJECT = 10
+RUNNING_PER_PROJECT = 2
+RUNS = 5
+GOAL_CPU_SECONDS = 1.0
+NOW = datetime(2026, 12, 14, 17, 0, tzinfo=UTC).timestamp()  # `release` is 24 h away
+HOUR = 3600.0
+SIZES = (1, 1, 2, 2, 2, 4)
+
+
+def workloads(policy_set: PolicySet, seed: int = 11) -> list[WorkloadView]:
+    """10 pending and 2 running workloads a project; see the module docstring."""
+    pick = random.Random(seed)
+    out = []
+    for project in policy_set.projects:
+        deadlines = [d.name for d in project.spec.deadlines]
+        types = names.CAPACITY_TYPES if spot_allowed(policy_set, project) else (names.ON_DEMAND,)
+        pools = [q.pool for q in project.spec.quotas]
+        quota = sum(q.nominal_gpus for q in project.spec.quotas)
+        # The project's deadline work, as a share of what its quota does by `release`.
+        load = pick.uniform(0.3, 1.0)
+        for i in range(PENDING_PER_PROJECT + RUNNING_PER_PROJECT):
+            running = i >= PENDING_PER_PROJECT
+            deadline = None
+            if deadlines and not running and pick.random() < 0.6:
+                deadline = "release" if pick.random() < 0.8 else "weekly"
+            gpus = pick.choice(SIZES)
+            if deadline:
+                gpu_hours = load * quota * 24 / PENDING_PER_PROJECT * pick.uniform(0.6, 1.4)
+                hours: float | None = gpu_hours / gpus
+            else:
+                hours = pick.uniform(0.5, 6.0) if pick.random() < 0.75 else None
+            out.append(
+                WorkloadView(
+                    namespace=pick.choice(project.spec.namespaces),
+                    name=f"{project.name}-{i}",
+                    queue=project.name,
+                    priority=pick.choice((0, 0, 100)),
+                    gpus=gpus,
+                    created=NOW - pick.uniform(0.1, 12.0) * HOUR,
+                    admitted_at=NOW - pick.uniform(0.1, 2.0) * HOUR if running else None,
+                    cluster_queue=project.name if running else None,
+                    flavors=(names.flavor_name(pick.choice(pools), pick.choice(types)),)
+                    if running
+                    else (),
+                    expected_duration=hours * HOUR if hours else None,
+                    checkpoint_interval=pick.choice((None, 600.0, 1800.0)),
+                    deadline=deadline,
+                    labels={names.LABEL_DEADLINE: deadline} if deadline else {},
+                )
+            )
+    return out
+
+
+def one_pass(
+    policy_set: PolicySet, world: list[WorkloadView], states: Mapping[str, PoolState], now: float
+) -> CapacityPlan:
+    return plan_capacity(
+        policy_set,
+        states=states,
+        workloads=world,
+        node_claims=[],
+        history=History(available=True),
+        now=now,
+    )
+
+
+def count_oracle_calls(run: Callable[[], CapacityPlan]) -> tuple[int, int, CapacityPlan]:
+    """Run once with `RiskModel.oracle` wrapped to count its calls (this process only):
+    all calls, and distinct (project, pool, share) questions among them."""
+    original = RiskModel.oracle
+    asked: Counter[tuple[str, str, int]] = Counter()
+
+    def counting(self: RiskModel, project: str, pool: str, on_demand_gpus: int) -> Any:
+        asked[(project, pool, on_demand_gpus)] += 1
+        return original(self, project, pool, on_demand_gpus)
+
+    setattr(RiskModel, "oracle", counting)  # noqa: B010 - mypy forbids assigning to a method
+    try:
+        plan = run()
+    finally:
+        setattr(RiskModel, "oracle", original)  # noqa: B010
+    return sum(asked.values()), len(asked), plan
+
+
+def report(label: str, times: list[float]) -> None:
+    print(f"  {label:<28} best {min(times):7.3f} s   median {statistics.median(times):7.3f} s")
+
+
+STAGES = (
+    ("decide_pool, 4 pools", "decide/mix.py", "decide_pool"),
+    ("  of which risk-oracle calls", "risk/model.py", "oracle"),
+    ("final risk batch (deadlines)", "risk/model.py", "deadlines"),
+    ("predicted waits", "risk/model.py", "waits"),
+    ("render, twice", "render/desired.py", "render"),
+    ("RiskModel(), twice", "risk/model.py", "__init__"),
+    ("PolicySet.project lookups", "api/policy_set.py", "project"),
+)
+
+
+def profile(run: Callable[[], Any]) -> None:
+    """Where one pass spends its time: a few stages, then cProfile's top 10 two ways."""
+    profiler = cProfile.Profile()
+    profiler.runcall(run)
+    stats = pstats.Stats(profiler)
+    cumulative: dict[tuple[str, str], tuple[int, float]] = {}
+    for (filename, _, function), (_, calls, _, total, _) in stats.stats.items():  # type: ignore[attr-defined]
+        cumulative[(filename, function)] = (calls, total)
+    print("  stages of one pass (cProfile, cumulative):")
+    for label, path, function in STAGES:
+        found = [v for (f, fn), v in cumulative.items() if f.endswith(path) and fn == function]
+        calls = sum(c for c, _ in found)
+        seconds = sum(t for _, t in found)
+        print(f"    {label:<32} {seconds:7.3f} s  ({calls} calls)")
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(10)
+        lines = [line for line in out.getvalue().splitlines() if line.strip()]
+        start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
+        print(f"  cProfile top 10 by {order}:")
+        for line in lines[start : start + 11]:
+            print(f"    {line}")
+
+
+def main() -> None:
+    documents = [
+        (f"doc#{i}", d) for i, d in enumerate(synthetic_documents(projects=PROJECTS, pools=POOLS))
+    ]
+    policy_set = load_policy_set(documents)
+    world = workloads(policy_set)
+    pending = sum(w.pending for w in world)
+    labelled = sum(w.deadline is not None for w in world if w.pending)
+    deadlines = sum(len(p.spec.deadlines) for p in policy_set.projects)
+    print(
+        f"decide: {PROJECTS} projects x {POOLS} pools, {deadlines} deadlines, {pending} pending "
+        f"workloads ({labelled} labelled with a deadline) and {len(world) - pending} running; "
+        f"{RUNS} runs after a warm-up"
+    )
+
+    warm_up = one_pass(policy_set, world, {}, NOW - 600)  # opens the evaluation windows
+    states = warm_up.states
+    wall: list[float] = []
+    cpu: list[float] = []
+    plan = warm_up
+    for _ in range(RUNS):
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        plan = one_pass(policy_set, world, states, NOW)
+        cpu.append(time.process_time() - start_cpu)
+        wall.append(time.perf_counter() - start_wall)
+    report("plan_capacity (wall)", wall)
+    report("plan_capacity (CPU)", cpu)
+
+    calls, distinct, counted = count_oracle_calls(lambda: one_pass(policy_set, world, states, NOW))
+    assert counted.decisions == plan.decisions, "counting must not change the decision"
+    threshold = policy_set.policy.spec.risk.raise_threshold
+    at_risk = sum(d.estimate.risk > threshold for d in warm_up.deadlines)
+    print(
+        f"  risk-oracle calls            {calls}, {distinct} distinct questions "
+        f"(deadlines above the raise threshold before the pass: {at_risk})"
+    )
+    actions = Counter(f"{d.action}/{d.reason}" for d in plan.decisions)
+    moves = ", ".join(f"{d.pool} {d.previous}->{d.target}" for d in plan.decisions)
+    print(f"  decisions                    {dict(actions)}: {moves}")
+    held = sum(len(d.state.assignments) for d in plan.decisions)
+    after = sum(d.estimate.risk > threshold for d in plan.deadlines)
+    print(f"  projects held on-demand      {held}; deadlines still above threshold {after}")
+
+    tracemalloc.start()
+    one_pass(policy_set, world, states, NOW)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"  peak Python allocations      {peak / 2**20:.1f} MiB (one pass)")
+    print(f"  process max RSS              {max_rss_kib / 1024:.1f} MiB")
+    met = statistics.median(cpu) < GOAL_CPU_SECONDS
+    print(f"goal median CPU < {GOAL_CPU_SECONDS:.0f} s: {'met' if met else 'NOT met'}")
+    if not met:
+        profile(lambda: one_pass(policy_set, world, states, NOW))
+
+
+if __name__ == "__main__":
+    main()

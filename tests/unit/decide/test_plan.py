@@ -1,0 +1,417 @@
+"""`plan_capacity`, the whole decision pass, on the example policy with generated Workloads.
+
+The clock is Friday 27 November 2026, 20:00 UTC: `vision-research`'s `cvpr-submission` is due
+at 07:59 the next morning (11 h 59 min away) and `nlp-eval`'s nightly cutoff is at 06:00. The
+"crunch" is 9 pending 8-GPU CVPR workloads of 3.75 h each: 270 GPU-hours on vision's 24
+GPUs of a100 (all spot, since the a100 floor of 16 is all production's reservation), which
+misses the cutoff with a risk near 0.7. Around it, `background` adds a seeded mix of pending,
+running and finished workloads for every project, as the controller would list them.
+
+Example pools: a100 (spot $1.29, on-demand $4.10, floor 16 = the reservation, warm 0..16) and
+h100 (spot $3.90, on-demand $12.29, floor 8 but 16 on-demand only for recsys-prod, warm 8..16).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from controller import names
+from controller.api.loader import load_path, load_policy_set, read_documents
+from controller.api.policy_set import PolicySet
+from controller.decide.mix import Action, Reason
+from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.examples import EXAMPLE_DIR
+from controller.render.capacity import spot_allowed
+from controller.risk.pools import NodeClaimView
+from controller.risk.workloads import WorkloadView
+
+NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
+HOUR = 3600.0
+EXAMPLE = load_path(EXAMPLE_DIR)
+NAMESPACES = {p.name: p.spec.namespaces[0] for p in EXAMPLE.projects}
+
+
+def example(**risk: Any) -> PolicySet:
+    """The example policy with some of spec.risk changed."""
+    documents, errors = read_documents(EXAMPLE_DIR)
+    assert not errors
+    for _, doc in documents:
+        if doc["kind"] == "CapacityPolicy":
+            doc["spec"]["risk"].update(risk)
+    return load_policy_set(documents)
+
+
+BOOSTING = example(priorityBoost=True)
+
+
+def workload(
+    project: str,
+    name: str,
+    gpus: int,
+    *,
+    namespace: str | None = None,
+    running_on: str | None = None,
+    finished: bool = False,
+    hours: float | None = None,
+    deadline: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> WorkloadView:
+    """A workload of `project` in its queue; `running_on` is the flavor it was admitted to."""
+    admitted = running_on is not None or finished
+    all_labels = dict(labels or {}) | ({names.LABEL_DEADLINE: deadline} if deadline else {})
+    return WorkloadView(
+        namespace=namespace or NAMESPACES[project],
+        name=name,
+        queue=project,
+        priority=0,
+        gpus=gpus,
+        created=NOW - 2 * HOUR,
+        admitted_at=NOW - HOUR if admitted else None,
+        finished=finished,
+        finished_at=NOW - 60 if finished else None,
+        cluster_queue=project if admitted else None,
+        flavors=(running_on,) if running_on else (),
+        expected_duration=hours * HOUR if hours is not None else None,
+        deadline=deadline,
+        labels=all_labels,
+    )
+
+
+CVPR = {"example.com/paper": "cvpr"}
+CRUNCH = [workload("vision-research", f"cvpr-{i}", 8, hours=3.75, labels=CVPR) for i in range(9)]
+
+
+def background(seed: int) -> list[WorkloadView]:
+    """Six workloads per project: pending, running (on a flavor it may use) or finished, 1-8
+    GPUs, half annotated with a duration, some labelled with one of the project's deadlines."""
+    rng = random.Random(seed)
+    out = []
+    for project in EXAMPLE.projects:
+        pools = [q.pool for q in project.spec.quotas]
+        types = names.CAPACITY_TYPES if spot_allowed(EXAMPLE, project) else (names.ON_DEMAND,)
+        labelled = [None, *(d.name for d in project.spec.deadlines if not d.match_labels)]
+        for i in range(6):
+            kind = rng.choice(("pending", "running", "finished"))
+            flavor = names.flavor_name(rng.choice(pools), rng.choice(types))
+            out.append(
+                workload(
+                    project.name,
+                    f"{project.name}-bg-{i}",
+                    rng.choice((1, 2, 4, 8)),
+                    namespace=rng.choice(project.spec.namespaces),
+                    running_on=flavor if kind == "running" else None,
+                    finished=kind == "finished",
+                    hours=rng.choice((None, rng.uniform(0.5, 4.0))),
+                    deadline=rng.choice(labelled),
+                )
+            )
+    return out
+
+
+def plan(
+    workloads: Sequence[WorkloadView],
+    *,
+    policy_set: PolicySet = EXAMPLE,
+    now: float = NOW,
+    seed: int = 0,
+    claims: Sequence[NodeClaimView] = (),
+    states: Any = None,
+) -> CapacityPlan:
+    return plan_capacity(
+        policy_set,
+        states=states or {},
+        workloads=workloads,
+        node_claims=claims,
+        history=History(),
+        now=now,
+        seed=seed,
+    )
+
+
+def counts_toward(policy_set: PolicySet, w: WorkloadView, project: str, deadline: str) -> bool:
+    """Written out again from the docs: matchLabels if the deadline has them, else the label."""
+    spec = next(p for p in policy_set.projects if p.name == project).spec
+    wanted = next(d for d in spec.deadlines if d.name == deadline)
+    if wanted.match_labels:
+        return all(w.labels.get(k) == v for k, v in wanted.match_labels.items())
+    return w.labels.get(names.LABEL_DEADLINE) == deadline
+
+
+# -------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"world {s}") for s in (1, 2)])
+def test_plan_is_deterministic_for_a_seed(seed: int) -> None:
+    world = CRUNCH + background(seed)
+
+    first = plan(world, seed=3)
+    again = plan(list(world), seed=3)
+    other = plan(world, seed=4)
+
+    assert first == again
+    assert first.rendered.objects == again.rendered.objects
+    risks = {(d.project, d.deadline): d.estimate.risk for d in first.deadlines}
+    assert 0.2 < risks[("vision-research", "cvpr-submission")] < 1.0
+    assert risks != {(d.project, d.deadline): d.estimate.risk for d in other.deadlines}, (
+        "another seed draws other samples"
+    )
+
+
+# ------------------------------------------------------------------------------- boosts
+
+
+def expected_boosts(
+    policy_set: PolicySet, result: CapacityPlan, world: Sequence[WorkloadView]
+) -> set[tuple[str, str]]:
+    at_risk = [
+        (d.project, d.deadline)
+        for d in result.deadlines
+        if d.estimate.risk > policy_set.policy.spec.risk.raise_threshold
+    ]
+    return {
+        (w.namespace, w.name)
+        for w in world
+        if w.pending
+        for project, deadline in at_risk
+        if w.queue == project and counts_toward(policy_set, w, project, deadline)
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy_set", "now", "want_cvpr_boosted"),
+    [
+        pytest.param(
+            BOOSTING,
+            NOW,
+            True,
+            id="with priorityBoost the at-risk deadline's pending work is boosted",
+        ),
+        pytest.param(EXAMPLE, NOW, False, id="without priorityBoost nothing is boosted"),
+        pytest.param(
+            BOOSTING,
+            NOW - 7 * 24 * HOUR,
+            False,
+            id="a deadline a week away is not at risk, so its workloads are not boosted",
+        ),
+    ],
+)
+def test_boosts(policy_set: PolicySet, now: float, want_cvpr_boosted: bool) -> None:
+    running = workload("vision-research", "cvpr-running", 8, running_on="a100-spot", labels=CVPR)
+    other = workload("vision-research", "ablation", 8, hours=3.0)
+    world = [*CRUNCH, running, other, *background(5)]
+
+    result = plan(world, policy_set=policy_set, now=now)
+
+    cvpr = {("vision", w.name) for w in CRUNCH}
+    if policy_set.policy.spec.risk.priority_boost:
+        assert result.boosts == expected_boosts(policy_set, result, world)
+    else:
+        assert result.boosts == frozenset()
+    assert (cvpr <= result.boosts) is want_cvpr_boosted
+    assert ("vision", "cvpr-running") not in result.boosts, "running work is never boosted"
+    assert ("vision", "ablation") not in result.boosts, "work of no deadline is never boosted"
+    assert all(key in {(w.namespace, w.name) for w in world if w.pending} for key in result.boosts)
+
+
+# ------------------------------------------------------------------------ warm targets
+
+
+def claim(pool: str, *, ready: bool = True, deleting: bool = False) -> NodeClaimView:
+    return NodeClaimView(
+        pool=pool,
+        capacity_type=names.SPOT,
+        created=NOW - HOUR,
+        ready_at=NOW - HOUR + 300 if ready else None,
+        deleting=deleting,
+    )
+
+
+NIGHTLY = [workload("nlp-eval", f"eval-{i}", 2, deadline="nightly-eval") for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("world", "claims", "want_warm"),
+    [
+        pytest.param([], [], {"a100": 0, "h100": 8}, id="no demand keeps each pool's minimum"),
+        pytest.param(
+            NIGHTLY,
+            [],
+            {"a100": 6, "h100": 8},
+            id="4 pending GPUs in a100: upper forecast 4 + 4/2 = 6 GPUs warm",
+        ),
+        pytest.param(
+            NIGHTLY,
+            [claim("a100")],
+            {"a100": 0, "h100": 8},
+            id="a ready 8-GPU node already covers the 6 forecast",
+        ),
+        pytest.param(
+            NIGHTLY,
+            [claim("a100", ready=False), claim("a100", deleting=True)],
+            {"a100": 6, "h100": 8},
+            id="nodes not ready or being deleted cover nothing",
+        ),
+        pytest.param(
+            CRUNCH, [], {"a100": 16, "h100": 8}, id="72 pending GPUs are capped at the maximum 16"
+        ),
+    ],
+)
+def test_warm_targets(
+    world: list[WorkloadView], claims: list[NodeClaimView], want_warm: dict[str, int]
+) -> None:
+    assert plan(world, claims=claims).warm_targets == want_warm
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"world {s}") for s in range(5)])
+def test_warm_targets_stay_within_bounds(seed: int) -> None:
+    result = plan(CRUNCH[: seed * 2] + background(seed), claims=[claim("h100")] * seed)
+
+    for pool in EXAMPLE.policy.spec.pools:
+        assert pool.warm_pool.min_gpus <= result.warm_targets[pool.name] <= pool.warm_pool.max_gpus
+
+
+# ---------------------------------------------------------------------- costs, budgets
+
+
+@pytest.mark.parametrize(
+    ("world", "want_flavors", "want_projects"),
+    [
+        pytest.param(
+            [
+                workload("llm-pretrain", "pre-1", 16, running_on="a100-spot"),
+                workload("llm-pretrain", "pre-2", 8, running_on="h100-on-demand"),
+                workload("llm-pretrain", "pre-3", 8),
+                workload("llm-pretrain", "pre-4", 8, running_on="a100-spot", finished=True),
+            ],
+            # 16 * $1.29 = $20.64; 8 * $12.29 = $98.32; pending and finished cost nothing
+            {("a100", "spot"): 20.64, ("h100", "on-demand"): 98.32},
+            {"llm-pretrain": 118.96},
+            id="running workloads cost their GPUs at their flavor's price",
+        ),
+        pytest.param(
+            [
+                workload("sandbox", "play", 4, running_on="a100-on-demand"),
+                workload("sandbox", "play-2", 2, running_on="h100-spot"),
+                workload("interns", "try", 1, running_on="a100-spot"),
+            ],
+            # 4 * $4.10 = $16.40, 2 * $3.90 = $7.80, 1 * $1.29
+            {("a100", "on-demand"): 16.40, ("h100", "spot"): 7.80, ("a100", "spot"): 1.29},
+            {"sandbox": 24.20, "interns": 1.29},
+            id="each project pays for its own workloads",
+        ),
+        pytest.param(
+            [workload("sandbox", "odd", 4, running_on="b200-spot")],
+            {},
+            {},
+            id="a flavor of no pool costs nothing",
+        ),
+    ],
+)
+def test_costs(
+    world: list[WorkloadView],
+    want_flavors: dict[tuple[str, str], float],
+    want_projects: dict[str, float],
+) -> None:
+    result = plan(world)
+
+    zero = {(p.name, c): 0.0 for p in EXAMPLE.policy.spec.pools for c in names.CAPACITY_TYPES}
+    assert result.cost_per_hour == pytest.approx(zero | want_flavors)
+    zero_projects = {p.name: 0.0 for p in EXAMPLE.projects}
+    assert result.project_cost_per_hour == pytest.approx(zero_projects | want_projects)
+
+
+@pytest.mark.parametrize(
+    ("world", "want_exceeded"),
+    [
+        pytest.param([], frozenset(), id="nothing running exceeds nothing"),
+        pytest.param(
+            [workload("interns", "big", 4, running_on="a100-on-demand")],
+            frozenset({"interns"}),
+            id="interns: 4 * $4.10 * 730 h = $11,972 a month over a $5,000 budget",
+        ),
+        pytest.param(
+            [workload("sandbox", "play", 8, running_on="a100-spot")],
+            frozenset(),
+            id="sandbox: 8 * $1.29 * 730 h = $7,534 a month within $20,000",
+        ),
+        pytest.param(
+            [workload("llm-pretrain", "big", 32, running_on="h100-on-demand")],
+            frozenset(),
+            id="llm-pretrain: 32 * $12.29 * 730 h = $287,094 within $350,000",
+        ),
+        pytest.param(
+            [workload("llm-pretrain", "big", 40, running_on="h100-on-demand")],
+            frozenset({"llm-pretrain"}),
+            id="llm-pretrain: 40 * $12.29 * 730 h = $358,868 over $350,000",
+        ),
+        pytest.param(
+            [workload("vision-research", "big", 24, running_on="a100-on-demand")],
+            frozenset(),
+            id="a project without a budget never exceeds it",
+        ),
+    ],
+)
+def test_budget_exceeded(world: list[WorkloadView], want_exceeded: frozenset[str]) -> None:
+    assert plan(world).budget_exceeded == want_exceeded
+
+
+def test_pending_counts() -> None:
+    world = [
+        *CRUNCH,
+        workload("vision-research", "running", 8, running_on="a100-spot"),
+        workload("vision-research", "done", 8, finished=True),
+        workload("recsys-prod", "refresh", 4, namespace="recsys-batch"),
+        workload("recsys-prod", "stray", 4, namespace="elsewhere"),
+        *NIGHTLY,
+    ]
+
+    result = plan(world)
+
+    assert result.pending_workloads == {
+        "interns": 0,
+        "llm-pretrain": 0,
+        "nlp-eval": 2,
+        "recsys-prod": 1,  # a queue's name in a namespace of no project is not the project
+        "sandbox": 0,
+        "speech-research": 0,
+        "vision-research": 9,
+    }
+    assert result.pending_gpus["vision-research"] == 72
+    assert result.pending_gpus["nlp-eval"] == 4
+    assert result.pending_gpus["recsys-prod"] == 4
+
+
+# -------------------------------------------------------------------- state carry-over
+
+
+def test_states_carry_the_decision_over_passes() -> None:
+    world = CRUNCH + background(3)
+
+    first = plan(world)
+    second = plan(world, states=first.states, now=NOW + 600)
+    fresh = plan(world, now=NOW + 600)
+    third = plan(world, states=second.states, now=NOW + 660)
+
+    a100 = [{d.pool: d for d in p.decisions}["a100"] for p in (first, second, fresh, third)]
+    assert (a100[0].action, a100[0].reason) == (Action.HOLD, Reason.EVALUATION_WINDOW)
+    assert a100[0].state.raise_since == NOW
+    # One window later the same episode raises: up one step of 16 from the floor of 16.
+    assert a100[1].action == Action.RAISE
+    assert (a100[1].previous, a100[1].target) == (16, 32)
+    assert a100[1].state.raise_since == NOW
+    assert a100[1].state.last_change == NOW + 600
+    assert a100[1].state.assignments["vision-research"] == 16
+    assert {m.pool: m.on_demand_gpus for m in second.rendered.mix}["a100"] == 32
+    assert second.targets["a100"].assignments == {"vision-research": 16}
+    # Without the state, the window starts over.
+    assert (a100[2].action, a100[2].state.raise_since) == (Action.HOLD, NOW + 600)
+    # The next pass starts where the second left off and, still at risk, takes the next step:
+    # no share meets the target, so vision gets its whole 24 (16 reserved + 24 = 40).
+    assert (a100[3].action, a100[3].previous, a100[3].target) == (Action.RAISE, 32, 40)
+    assert a100[3].state.raise_since == NOW
+    assert a100[3].state.assignments == {"vision-research": 24}

@@ -1,0 +1,565 @@
+"""What the controller writes to status between passes, and when a write is worth making.
+
+`pool_states` must read back exactly what `pool_status_entries` wrote, because that is the only
+memory the decision has between passes (and across a restart or a new leader). `status_changed`
+must ignore the noise of the Monte Carlo estimate (risk within 0.05, slack within 15 minutes)
+and see everything else.
+
+The policy: pools a100 (floor 8, ceiling 64) and h100 (floor 8, ceiling 32); `vision` holds 32
+GPUs of a100, `nlp` 16 of a100 and 8 of h100, so a100 has 48 GPUs under the mix and h100 8.
+NOW is 2027-01-15T08:00:00Z.
+
+Cases marked `KNOWN_BUG` assert the behaviour we want but do not have yet; they are strict
+xfails, so fixing the bug makes them fail until the mark is removed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from controller.api.loader import load_policy_set
+from controller.decide.mix import Action, Decision, PoolState, Reason
+from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.reconcile.status import (
+    format_duration,
+    pool_states,
+    pool_status_entries,
+    project_capacity_status,
+    status_changed,
+)
+from controller.render.capacity import PoolTarget
+from controller.render.desired import render
+from tests.builders import policy_doc, pool_doc, project_doc
+
+Doc = dict[str, Any]
+NOW = 1_800_000_000.0
+STAMP = "2027-01-15T08:00:00Z"
+
+POLICY_SET = load_policy_set(
+    [
+        (
+            "policy.yaml",
+            policy_doc(
+                pools=[
+                    pool_doc(
+                        onDemand={"floorGpus": 8, "ceilingGpus": 64},
+                        warmPool={"minGpus": 0, "maxGpus": 16},
+                    ),
+                    pool_doc("h100", onDemand={"floorGpus": 8, "ceilingGpus": 32}),
+                ]
+            ),
+        ),
+        (
+            "vision.yaml",
+            project_doc(
+                "vision",
+                quotas=[{"pool": "a100", "nominalGpus": 32}],
+                deadlines=[{"name": "release", "at": "2027-03-01T00:00:00Z"}],
+            ),
+        ),
+        (
+            "nlp.yaml",
+            project_doc(
+                "nlp",
+                tier="research",
+                quotas=[{"pool": "a100", "nominalGpus": 16}, {"pool": "h100", "nominalGpus": 8}],
+            ),
+        ),
+    ]
+)
+BASE_PLAN = plan_capacity(
+    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW
+)
+
+
+def KNOWN_BUG(reason: str) -> pytest.MarkDecorator:  # noqa: N802 - reads as a marker
+    """A case asserting the right behaviour that the code does not have yet (see reason)."""
+    return pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)
+
+
+def decision(
+    state: PoolState,
+    action: str = Action.HOLD,
+    reason: str = Reason.STEADY,
+    *,
+    previous: int | None = None,
+    message: str = "risk within thresholds",
+) -> Decision:
+    return Decision(
+        pool=state.pool,
+        action=action,
+        reason=reason,
+        previous=state.on_demand_gpus if previous is None else previous,
+        target=state.on_demand_gpus,
+        message=message,
+        inputs={},
+        state=state,
+    )
+
+
+def plan_of(*decisions: Decision, warm: dict[str, int] | None = None) -> CapacityPlan:
+    """A plan that made these decisions, rendered as the controller would render it."""
+    targets = {
+        d.pool: PoolTarget(
+            d.state.on_demand_gpus, dict(d.state.assignments), d.state.deferred_tiers
+        )
+        for d in decisions
+    }
+    return replace(
+        BASE_PLAN,
+        decisions=tuple(decisions),
+        targets=targets,
+        rendered=render(POLICY_SET, targets=targets),
+        warm_targets=warm or {"a100": 0, "h100": 0},
+    )
+
+
+def live(pools: list[dict[str, Any]]) -> Doc:
+    return {"metadata": {"name": "fleet"}, "status": {"pools": pools}}
+
+
+RAISED = PoolState(
+    "a100",
+    24,
+    {"vision": 16, "nlp": 4},
+    raise_since=NOW - 600,
+    last_change=NOW,
+    deferred_tiers=("research",),
+)
+COOLING = PoolState("h100", 8, lower_since=NOW - 120)
+
+
+# ------------------------------------------------------------------ pool state round trip
+
+
+@pytest.mark.parametrize(
+    "decisions",
+    [
+        pytest.param(
+            (decision(PoolState("a100", 8)), decision(PoolState("h100", 8))),
+            id="a first pass at the floors with nothing held",
+        ),
+        pytest.param(
+            (
+                decision(RAISED, Action.RAISE, Reason.CEILING_BINDS, previous=8),
+                decision(COOLING, Action.HOLD, Reason.EVALUATION_WINDOW),
+            ),
+            id="a raise with assignments, a deferred tier and both windows",
+        ),
+        pytest.param(
+            (
+                decision(
+                    PoolState("a100", 40, {"vision": 32}, lower_since=NOW - 3600, last_change=NOW),
+                    Action.LOWER,
+                    Reason.RISK_CLEARED,
+                    previous=48,
+                ),
+            ),
+            id="a step down",
+        ),
+    ],
+)
+def test_pool_states_read_back_what_was_written(decisions: tuple[Decision, ...]) -> None:
+    entries = pool_status_entries(plan_of(*decisions), live([]), now=NOW)
+
+    assert pool_states(live(entries)) == {d.pool: d.state for d in decisions}
+
+
+def test_pool_status_entry_fields() -> None:
+    plan = plan_of(
+        decision(RAISED, Action.RAISE, Reason.CEILING_BINDS, previous=8, message="8 -> 24"),
+        decision(COOLING, Action.HOLD, Reason.EVALUATION_WINDOW),
+        warm={"a100": 6, "h100": 0},
+    )
+
+    a100, h100 = pool_status_entries(plan, live([]), now=NOW)
+
+    assert a100 == {
+        "pool": "a100",
+        "onDemandGpus": 24,
+        "spotGpus": 24,  # 48 under the mix
+        "assignments": [{"project": "nlp", "gpus": 4}, {"project": "vision", "gpus": 16}],
+        "deferredTiers": ["research"],
+        "warmPoolTargetGpus": 6,
+        "raiseSince": "2027-01-15T07:50:00Z",
+        "lastChange": STAMP,
+        "lastDecision": {
+            "time": STAMP,
+            "action": "Raise",
+            "reason": "CeilingBinds",
+            "message": "8 -> 24",
+        },
+    }
+    assert h100 == {
+        "pool": "h100",
+        "onDemandGpus": 8,
+        "spotGpus": 0,
+        "assignments": [],
+        "deferredTiers": [],
+        "warmPoolTargetGpus": 0,
+        "lowerSince": "2027-01-15T07:58:00Z",
+    }
+
+
+@pytest.mark.parametrize(
+    ("entries", "want_states"),
+    [
+        pytest.param([], {}, id="no status yet: no states"),
+        pytest.param(
+            ["a100", {"onDemandGpus": 8}, {"pool": ""}],
+            {},
+            id="entries that are not objects or name no pool are skipped",
+        ),
+        pytest.param(
+            [{"pool": "a100", "raiseSince": "yesterday", "lastChange": 5}],
+            {"a100": PoolState("a100", 0)},
+            id="unreadable times are unknown and a missing count is 0",
+        ),
+        pytest.param(
+            [
+                {
+                    "pool": "a100",
+                    "onDemandGpus": 16,
+                    "assignments": [{"gpus": 4}, "x", {"project": "v"}],
+                }
+            ],
+            {"a100": PoolState("a100", 16, {"v": 0})},
+            id="assignments without a project are skipped",
+        ),
+    ],
+)
+def test_pool_states_tolerate_odd_status(
+    entries: list[Any], want_states: dict[str, PoolState]
+) -> None:
+    assert pool_states(live(entries)) == want_states
+
+
+# -------------------------------------------------------------------------- lastDecision
+
+EARLIER = {"time": "2027-01-15T06:00:00Z", "action": "Raise", "reason": "X", "message": "m"}
+
+
+@pytest.mark.parametrize(
+    ("made", "previous", "want_last"),
+    [
+        pytest.param(
+            decision(PoolState("a100", 24)),
+            EARLIER,
+            EARLIER,
+            id="a steady hold keeps the last real decision",
+        ),
+        pytest.param(
+            decision(PoolState("a100", 24, raise_since=NOW), reason=Reason.EVALUATION_WINDOW),
+            EARLIER,
+            EARLIER,
+            id="a hold inside the evaluation window keeps it too",
+        ),
+        pytest.param(
+            decision(PoolState("a100", 24)), None, None, id="a steady hold with no history has none"
+        ),
+        pytest.param(
+            decision(PoolState("a100", 24), Action.LOWER, Reason.RISK_CLEARED, previous=40),
+            EARLIER,
+            {
+                "time": STAMP,
+                "action": "Lower",
+                "reason": "RiskCleared",
+                "message": "risk within thresholds",
+            },
+            id="a change replaces it, stamped now",
+        ),
+        pytest.param(
+            decision(PoolState("a100", 24), reason=Reason.NO_HISTORY, message="no Prometheus"),
+            EARLIER,
+            {
+                "time": STAMP,
+                "action": "Hold",
+                "reason": "PrometheusUnavailable",
+                "message": "no Prometheus",
+            },
+            id="a hold for a reason worth showing replaces it",
+        ),
+    ],
+)
+def test_last_decision(made: Decision, previous: Doc | None, want_last: Doc | None) -> None:
+    before = live([{"pool": "a100", **({"lastDecision": previous} if previous else {})}])
+
+    (entry,) = pool_status_entries(plan_of(made), before, now=NOW)
+
+    assert entry.get("lastDecision") == want_last
+
+
+def test_a_steady_hold_writes_no_new_policy_status() -> None:
+    held = decision(PoolState("a100", 24, lower_since=NOW - 7200, last_change=NOW - 9000))
+    first = pool_status_entries(
+        plan_of(held), live([{"pool": "a100", "lastDecision": EARLIER}]), now=NOW
+    )
+
+    again = pool_status_entries(plan_of(held), live(first), now=NOW + 60)
+
+    assert again == first
+    assert not status_changed(live(first), {"pools": again})
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        pytest.param(
+            decision(
+                PoolState("a100", 24),
+                Action.FREEZE,
+                Reason.OVERRIDE,
+                message="override mode Freeze keeps the mix",
+            ),
+            id="a frozen pool writes its status once, not every pass",
+        ),
+        pytest.param(
+            decision(
+                PoolState("a100", 24), reason=Reason.NO_HISTORY, message="Prometheus unreachable"
+            ),
+            id="a pool holding on missing history writes its status once, not every pass",
+        ),
+    ],
+)
+def test_an_unchanging_hold_writes_status_once(made: Decision) -> None:
+    first = pool_status_entries(plan_of(made), live([]), now=NOW)
+
+    again = pool_status_entries(plan_of(made), live(first), now=NOW + 60)
+
+    assert not status_changed(live(first), {"pools": again})
+
+
+def test_project_last_decision() -> None:
+    raised = decision(RAISED, Action.RAISE, Reason.RISK_ABOVE_THRESHOLD, previous=8, message="up")
+    steady = decision(RAISED)
+    before = {"status": {"lastDecision": EARLIER}}
+
+    assert project_capacity_status(plan_of(raised), "vision", before, now=NOW)["lastDecision"] == {
+        "time": STAMP,
+        "action": "Raise",
+        "reason": "RiskAboveThreshold",
+        "message": "up",
+    }
+    assert project_capacity_status(plan_of(steady), "vision", before, now=NOW)["lastDecision"] == (
+        EARLIER
+    )
+    assert "lastDecision" not in project_capacity_status(plan_of(steady), "vision", {}, now=NOW)
+
+
+# -------------------------------------------------------------------------- format_duration
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [
+        pytest.param(0.0, "0m", id="nothing is 0m"),
+        pytest.param(59.9, "0m", id="under a minute rounds down"),
+        pytest.param(45 * 60.0, "45m", id="minutes alone"),
+        pytest.param(3 * 3600 + 20 * 60.0, "3h20m", id="hours and minutes"),
+        pytest.param(3 * 3600 + 5 * 60.0, "3h05m", id="minutes are two digits after hours"),
+        pytest.param(2 * 3600.0, "2h00m", id="whole hours keep the minutes"),
+        pytest.param(-(3600 + 5 * 60.0), "-1h05m", id="late by an hour and five minutes"),
+        pytest.param(-30.0, "-0m", id="late by seconds keeps the sign"),
+        pytest.param(86400.0, "1d0h", id="a day"),
+        pytest.param(2 * 86400 + 3 * 3600 + 59 * 60.0, "2d3h", id="days drop the minutes"),
+        pytest.param(-(86400 + 3600.0), "-1d1h", id="late by more than a day"),
+        pytest.param(float("inf"), "inf", id="infinite slack"),
+        pytest.param(float("-inf"), "-inf", id="a deadline that cannot be met"),
+    ],
+)
+def test_format_duration(seconds: float, want: str) -> None:
+    assert format_duration(seconds) == want
+
+
+# ---------------------------------------------------------------------------- status_changed
+
+
+def project_status(**changes: Any) -> Doc:
+    status: Doc = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Applied",
+                "message": "queues and quotas are in place",
+                "lastTransitionTime": "2027-01-15T06:00:00Z",
+            }
+        ],
+        "pendingGpus": 16,
+        "estimatedCostDollarsPerHour": 40.0,
+        "budgetExceeded": False,
+        "worstDeadlineRisk": 0.3,
+        "slack": "2h00m",
+        "deadlines": [
+            {
+                "name": "release",
+                "risk": 0.3,
+                "slackSeconds": 7200,
+                "cutoff": "2027-01-15T12:00:00Z",
+                "projectedFinish": "2027-01-15T10:00:00Z",
+            }
+        ],
+    }
+    for path, value in changes.items():
+        target = status
+        *parents, last = path.split("__")
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if value is REMOVE:
+            del target[last]
+        else:
+            target[last] = value
+    return status
+
+
+REMOVE: Any = object()
+
+
+def with_deadline(extra: Doc) -> Doc:
+    status = project_status()
+    status["deadlines"] = [*status["deadlines"], extra]
+    return status
+
+
+def late_deadline(slack_seconds: int) -> Doc:
+    """A second deadline that is already the tightest: its slack drives the `slack` text."""
+    status = with_deadline({"name": "demo", "risk": 0.9, "slackSeconds": -7200, "cutoff": "x"})
+    status["slack"] = "-2h00m"
+    status["deadlines"][0]["slackSeconds"] = slack_seconds
+    return status
+
+
+@pytest.mark.parametrize(
+    ("new", "want_changed"),
+    [
+        pytest.param(project_status(), False, id="the same status is no change"),
+        pytest.param(project_status(worstDeadlineRisk=0.34), False, id="worst risk +0.04 is noise"),
+        pytest.param(project_status(worstDeadlineRisk=0.26), False, id="worst risk -0.04 is noise"),
+        pytest.param(project_status(worstDeadlineRisk=0.36), True, id="worst risk +0.06 is news"),
+        pytest.param(
+            project_status(deadlines__0__risk=0.33), False, id="a deadline's risk +0.03 is noise"
+        ),
+        pytest.param(
+            project_status(deadlines__0__risk=0.4), True, id="a deadline's risk +0.1 is news"
+        ),
+        pytest.param(
+            project_status(deadlines__0__slackSeconds=7200 + 14 * 60),
+            False,
+            id="slack 14 minutes longer is noise",
+        ),
+        pytest.param(
+            project_status(deadlines__0__slackSeconds=7200 - 16 * 60),
+            True,
+            id="slack 16 minutes shorter is news",
+        ),
+        pytest.param(
+            project_status(slack="2h10m", deadlines__0__slackSeconds=7800),
+            False,
+            id="the slack text moving within its hour is noise",
+        ),
+        pytest.param(
+            project_status(slack="1h55m", deadlines__0__slackSeconds=6900),
+            True,
+            id="the slack text crossing an hour is news",
+        ),
+        pytest.param(
+            project_status(
+                deadlines__0__projectedFinish="2027-01-15T10:10:00Z",
+            ),
+            False,
+            id="a projected finish 10 minutes later is noise",
+        ),
+        pytest.param(
+            project_status(deadlines__0__projectedFinish="2027-01-15T10:20:00Z"),
+            True,
+            id="a projected finish 20 minutes later is news",
+        ),
+        pytest.param(
+            project_status(estimatedCostDollarsPerHour=40.9), False, id="cost +$0.90/h is noise"
+        ),
+        pytest.param(
+            project_status(estimatedCostDollarsPerHour=41.5), True, id="cost +$1.50/h is news"
+        ),
+        pytest.param(project_status(pendingGpus=17), True, id="one more pending GPU is news"),
+        pytest.param(
+            project_status(conditions__0__status="False", conditions__0__reason="ApplyFailed"),
+            True,
+            id="a condition changing status is news",
+        ),
+        pytest.param(
+            project_status(conditions__0__message="quotas applied"),
+            True,
+            id="a condition's message changing is news",
+        ),
+        pytest.param(
+            with_deadline({"name": "demo", "risk": 0.0, "slackSeconds": 90000, "cutoff": "x"}),
+            True,
+            id="a new deadline is news",
+        ),
+        pytest.param(
+            project_status(budgetExceeded=REMOVE), True, id="a field that disappears is news"
+        ),
+        pytest.param(project_status(lastDecision=EARLIER), True, id="a field that appears is news"),
+    ],
+)
+def test_status_changed(new: Doc, want_changed: bool) -> None:
+    assert status_changed({"status": project_status()}, new) is want_changed
+
+
+def slack(text: str, seconds: int) -> Doc:
+    return project_status(slack=text, deadlines__0__slackSeconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "want_changed"),
+    [
+        pytest.param(slack("5m", 300), slack("-5m", -300), True, id="5m to -5m: turning late"),
+        pytest.param(slack("-5m", -300), slack("5m", 300), True, id="-5m to 5m: back on time"),
+        pytest.param(
+            slack("2h00m", 7200), slack("5m", 300), True, id="2 hours to 5 minutes of slack"
+        ),
+        pytest.param(
+            slack("3h50m", 13800), slack("3h40m", 13200), False, id="3h50m to 3h40m is noise"
+        ),
+        pytest.param(
+            slack("45m", 2700),
+            slack("40m", 2400),
+            False,
+            id="45m to 40m is noise, like 3h50m to 3h40m",
+        ),
+    ],
+)
+def test_status_changed_on_slack(old: Doc, new: Doc, want_changed: bool) -> None:
+    assert status_changed({"status": old}, new) is want_changed
+
+
+@pytest.mark.parametrize(
+    ("old_slack", "new_slack", "want_changed"),
+    [
+        pytest.param(
+            300,
+            -300,
+            True,
+            id="a second deadline turning late is news though 10 minutes apart",
+        ),
+        pytest.param(1200, 600, False, id="a second deadline's slack moving 10 minutes is noise"),
+        pytest.param(-300, -900, False, id="a late deadline 10 minutes later is noise"),
+    ],
+)
+def test_status_changed_sees_each_deadlines_sign(
+    old_slack: int, new_slack: int, want_changed: bool
+) -> None:
+    assert status_changed({"status": late_deadline(old_slack)}, late_deadline(new_slack)) is (
+        want_changed
+    )
+
+
+def test_status_changed_on_an_object_without_status() -> None:
+    assert status_changed({"metadata": {"name": "vision"}}, {"pendingGpus": 0})
+    assert not status_changed({"status": {}}, {})
+    status = project_status()
+    assert not status_changed({"status": copy.deepcopy(status)}, status)

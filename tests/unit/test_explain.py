@@ -1,0 +1,270 @@
+"""`quartermaster explain PROJECT`: the text an operator reads to learn why the mix moved.
+
+The objects are written as the controller leaves them: the project's status (deadlines, split,
+cost, last decision), the policy's status.pools and events.k8s.io/v1 Events. Expected output is
+written out in full, column padding included.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.explain import MAX_EVENTS, format_explanation, relevant_events
+
+Doc = dict[str, Any]
+
+PROJECT: Doc = {
+    "metadata": {"name": "vision"},
+    "spec": {
+        "tier": "research",
+        "quotas": [{"pool": "a100", "nominalGpus": 24}],
+        "deadlines": [
+            {"name": "cvpr", "at": "2026-11-28T07:59:00Z", "targetConfidence": 0.95},
+            {"name": "demo", "at": "2026-12-01T00:00:00Z", "targetConfidence": 0.9},
+        ],
+    },
+    "status": {
+        "conditions": [
+            {"type": "Valid", "status": "True", "reason": "Valid", "message": ""},
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Applied",
+                "message": "queues and quotas are in place",
+            },
+        ],
+        "deadlines": [
+            {
+                "name": "cvpr",
+                "risk": 0.314,
+                "slackSeconds": -1800,
+                "cutoff": "2026-11-28T07:59:00Z",
+                "projectedFinish": "2026-11-28T08:29:00Z",
+            },
+            {
+                "name": "demo",
+                "risk": 0.0,
+                "slackSeconds": 90000,
+                "cutoff": "2026-12-01T00:00:00Z",
+            },
+        ],
+        "pendingGpus": 72,
+        "estimatedCostDollarsPerHour": 30.96,
+        "budgetExceeded": False,
+        "mix": [{"pool": "a100", "onDemandGpus": 16, "spotGpus": 8}],
+        "lastDecision": {
+            "time": "2026-11-27T20:10:00Z",
+            "action": "Raise",
+            "reason": "RiskAboveThreshold",
+            "message": "risk 0.79 above 0.2: 16 -> 32 on-demand",
+        },
+    },
+}
+
+POLICY: Doc = {
+    "metadata": {"name": "gpu-fleet"},
+    "status": {
+        "pools": [
+            {
+                "pool": "a100",
+                "onDemandGpus": 32,
+                "spotGpus": 92,
+                "assignments": [
+                    {"project": "llm-pretrain", "gpus": 4},
+                    {"project": "vision", "gpus": 16},
+                ],
+                "deferredTiers": ["exploratory"],
+                "warmPoolTargetGpus": 16,
+                "raiseSince": "2026-11-27T20:00:00Z",
+                "lastChange": "2026-11-27T20:10:00Z",
+                "lastDecision": {
+                    "time": "2026-11-27T20:10:00Z",
+                    "action": "Raise",
+                    "reason": "CeilingBinds",
+                    "message": "16 -> 32 on-demand; ceiling binds",
+                },
+            },
+            {"pool": "h100", "onDemandGpus": 16, "spotGpus": 56, "assignments": []},
+        ]
+    },
+}
+
+
+def event(time: str, reason: str, note: str, *, kind: str = "CapacityPolicy", **extra: Any) -> Doc:
+    name = "gpu-fleet" if kind == "CapacityPolicy" else "vision"
+    return {
+        "type": "Normal",
+        "reason": reason,
+        "note": note,
+        "regarding": {"kind": kind, "name": name},
+        "eventTime": time,
+        **extra,
+    }
+
+
+EVENTS = [
+    event(
+        "2026-11-27T20:10:00.000000Z",
+        "RiskAboveThreshold",
+        "pool a100: 16 -> 32",
+        kind="TrainingProject",
+    ),
+    event(
+        "2026-11-27T19:00:00.000000Z",
+        "RiskCleared",
+        "pool a100: 24 -> 16",
+        series={"count": 3, "lastObservedTime": "2026-11-27T19:30:00.000000Z"},
+    ),
+    {
+        "type": "Warning",
+        "reason": "CeilingBinds",
+        "note": "pool a100: ceiling binds",
+        "regarding": {"kind": "CapacityPolicy", "name": "gpu-fleet"},
+        "metadata": {"creationTimestamp": "2026-11-27T20:05:00Z"},
+    },
+]
+
+WANT = """\
+TrainingProject vision (tier research)
+  Valid=True (Valid)
+  Ready=True (Applied): queues and quotas are in place
+
+Deadlines (risk = estimated probability of missing it):
+  NAME  CUTOFF                RISK  TARGET  SLACK   PROJECTED FINISH
+  cvpr  2026-11-28T07:59:00Z  0.31  0.05    -0.5h   2026-11-28T08:29:00Z
+  demo  2026-12-01T00:00:00Z  0.00  0.10    +25.0h  never
+
+Pending GPUs: 72   cost now: $30.96/h
+Quota split:
+  POOL  ON-DEMAND  SPOT
+  a100  16         8
+Last decision: 2026-11-27T20:10:00Z Raise (RiskAboveThreshold): risk 0.79 above 0.2: 16 -> 32 \
+on-demand
+
+Pool a100: 32 on-demand, 92 spot; held for vision: 16; warm pool target 16 GPUs
+  risk above the raise threshold since 2026-11-27T20:00:00Z
+  mix last changed 2026-11-27T20:10:00Z
+  deferred tiers (no borrowing): exploratory
+  last decision 2026-11-27T20:10:00Z Raise (CeilingBinds): 16 -> 32 on-demand; ceiling binds
+
+Recent events:
+  2026-11-27T19:30:00.000000Z  Normal  RiskCleared  CapacityPolicy/gpu-fleet: pool a100: 24 -> 16 \
+(x3)
+  2026-11-27T20:05:00Z  Warning  CeilingBinds  CapacityPolicy/gpu-fleet: pool a100: ceiling binds
+  2026-11-27T20:10:00.000000Z  Normal  RiskAboveThreshold  TrainingProject/vision: pool a100: \
+16 -> 32
+"""
+
+
+def test_full_explanation() -> None:
+    """Deadlines with targets from the spec, the split, the pool vision uses (h100 it does not
+    use is left out) with what it holds for vision, and events oldest first."""
+    assert format_explanation(PROJECT, POLICY, EVENTS) == WANT
+
+
+def without(doc: Doc, *paths: str) -> Doc:
+    out = copy.deepcopy(doc)
+    for path in paths:
+        *parents, last = path.split(".")
+        target = out
+        for part in parents:
+            target = target[part]
+        del target[last]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("project", "policy", "want_lines", "unwanted"),
+    [
+        pytest.param(
+            without(PROJECT, "status.deadlines"),
+            POLICY,
+            ["Deadlines: none declared, or no risk estimated yet."],
+            ["Deadlines (risk"],
+            id="without estimates the deadline table says so",
+        ),
+        pytest.param(
+            PROJECT,
+            None,
+            ["Pending GPUs: 72   cost now: $30.96/h"],
+            ["Pool a100"],
+            id="without the policy there is no pool section",
+        ),
+        pytest.param(
+            {**PROJECT, "status": {**PROJECT["status"], "budgetExceeded": True}},
+            POLICY,
+            ["Pending GPUs: 72   cost now: $30.96/h   BUDGET EXCEEDED"],
+            [],
+            id="an exceeded budget is shouted",
+        ),
+        pytest.param(
+            without(PROJECT, "spec.deadlines"),
+            POLICY,
+            [
+                "  cvpr  2026-11-28T07:59:00Z  0.31  0.05    -0.5h   2026-11-28T08:29:00Z",
+                "  demo  2026-12-01T00:00:00Z  0.00  0.05    +25.0h  never",
+            ],
+            [],
+            id="a deadline missing from the spec has the default target 0.05",
+        ),
+        pytest.param(
+            PROJECT,
+            {
+                "status": {
+                    "pools": [
+                        {"pool": "a100", "onDemandGpus": 16, "spotGpus": 108, "assignments": []}
+                    ]
+                }
+            },
+            ["Pool a100: 16 on-demand, 108 spot; held for vision: 0; warm pool target 0 GPUs"],
+            ["since", "mix last changed", "deferred tiers", "last decision"],
+            id="a quiet pool holds nothing for the project and shows no windows",
+        ),
+        pytest.param(
+            without(PROJECT, "status.lastDecision", "status.mix"),
+            POLICY,
+            [],
+            ["Last decision:", "Quota split:"],
+            id="no split and no decision yet: neither is shown",
+        ),
+    ],
+)
+def test_explanation_lines(
+    project: Doc, policy: Doc | None, want_lines: list[str], unwanted: list[str]
+) -> None:
+    text = format_explanation(project, policy, EVENTS)
+    lines = text.splitlines()
+
+    for line in want_lines:
+        assert line in lines
+    for fragment in unwanted:
+        assert fragment not in text
+
+
+def test_only_the_latest_events_are_shown() -> None:
+    events = [
+        event(f"2026-11-27T{h:02d}:00:00Z", "RiskCleared", f"pass {h}") for h in range(20, -1, -1)
+    ]
+
+    lines = format_explanation(PROJECT, POLICY, events).splitlines()
+
+    shown = lines[lines.index("Recent events:") + 1 :]
+    assert len(shown) == MAX_EVENTS == 15
+    assert shown[0].startswith("  2026-11-27T06:00:00Z  Normal  RiskCleared")
+    assert shown[-1].endswith("CapacityPolicy/gpu-fleet: pass 20")
+
+
+def test_no_events_no_section() -> None:
+    assert "Recent events:" not in format_explanation(PROJECT, POLICY, [])
+
+
+def test_relevant_events() -> None:
+    other = event("2026-11-27T20:00:00Z", "X", "y", kind="TrainingProject")
+    other["regarding"]["name"] = "speech"
+    events = [*EVENTS, other, {"reason": "no regarding"}]
+
+    assert relevant_events(events, "vision", "gpu-fleet") == EVENTS
+    assert relevant_events(events, "vision", None) == [EVENTS[0]]
