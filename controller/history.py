@@ -125,6 +125,18 @@ class HistoryReader:
             or self.error is not None
         )
         if not due:
+            # Between full reads, a cheap probe each pass: an outage must stop lowering at
+            # once, not after the next refresh.
+            try:
+                _vector(connect(settings), "vector(1)")
+            except (HistoryUnavailableError, OSError) as exc:
+                self.error = str(exc)
+                log.warning("prometheus_unavailable", url=settings.url, error=self.error)
+                return History(
+                    available=False,
+                    median_runtime=self._last_good.median_runtime,
+                    demand_changes=self._last_good.demand_changes,
+                )
             return self._last_good
         self._fetched_at = self.clock()
         self._settings = settings

@@ -19,6 +19,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 
@@ -26,6 +27,8 @@ from controller import __version__
 from controller.api.policy_set import PolicySet
 from controller.decide.mix import Decision, Reason
 from controller.decide.plan import CapacityPlan
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the series count for nothing
 
 PREFIX = "quartermaster"
 BINDING_REASONS = frozenset(

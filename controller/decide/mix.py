@@ -12,7 +12,8 @@ The decision per pool, on each pass:
   the last change has passed, shares step back to the smallest that keeps every deadline under
   the lower threshold, so a step down does not trigger the next step up. Never on missing data:
   without Prometheus the controller holds.
-- No step moves a pool by more than `maxStepGpus`.
+- No step moves a pool by more than `maxStepGpus`, and each raise starts the evaluation window
+  again, so the next step is taken only if risk is still above the threshold a window later.
 
 Pure: the risk model comes in as an oracle over candidate shares, the clock as `now`, the last
 pass's state as data; the same function runs in the controller, `plan` and the simulator.
@@ -475,11 +476,14 @@ def _raise(
         f"{target} on-demand (needed {needed}; for {detail or 'no project'})"
         + (f"; budget binds for {', '.join(budget_bound)}" if budget_bound else "")
         + (f"; ceiling {ceiling} binds, tier {deferred[0]} deferred" if deferred else ""),
+        # The window starts again: the next step waits to see what this one changed, rather
+        # than walking the pool to its ceiling on the controller's own write events.
         replace(
             state,
             on_demand_gpus=target,
             assignments=assignments,
             last_change=now,
+            raise_since=now,
             deferred_tiers=deferred,
         ),
         needed=needed,

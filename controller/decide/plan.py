@@ -101,6 +101,48 @@ def _costs(
     return by_flavor, per_project
 
 
+def _retrack(
+    policy_set: PolicySet,
+    decisions: tuple[Decision, ...],
+    reports: Sequence[DeadlineReport],
+    *,
+    now: float,
+) -> tuple[Decision, ...]:
+    """After a change, the thresholds' timers follow the risk under the new split.
+
+    The next pass measures risk under the split just decided; carrying timers measured under
+    the old one would make it disagree with this pass's status, and write for nothing.
+    """
+    settings = policy_set.policy.spec.risk
+    out = []
+    for decision in decisions:
+        if decision.target == decision.previous:
+            out.append(decision)
+            continue
+        pool_projects = {
+            p.name
+            for p in policy_set.projects
+            if any(q.pool == decision.pool for q in p.spec.quotas)
+        }
+        worst = max((r.estimate.risk for r in reports if r.project in pool_projects), default=0.0)
+        state = decision.state
+        out.append(
+            replace(
+                decision,
+                state=replace(
+                    state,
+                    raise_since=(state.raise_since if state.raise_since is not None else now)
+                    if worst > settings.raise_threshold
+                    else None,
+                    lower_since=(state.lower_since if state.lower_since is not None else now)
+                    if worst < settings.lower_threshold
+                    else None,
+                ),
+            )
+        )
+    return tuple(out)
+
+
 def plan_capacity(
     policy_set: PolicySet,
     *,
@@ -162,6 +204,7 @@ def plan_capacity(
         and (estimates := model.current_estimates(project)) is not None
     }
     reports = tuple(final.deadlines(known=unchanged))
+    decisions = _retrack(policy_set, decisions, reports, now=now)
     boosts: set[tuple[str, str]] = set()
     if policy.spec.risk.priority_boost:
         for report in reports:

@@ -20,7 +20,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -630,7 +630,9 @@ def test_decide_pool(
 
     assert (decision.action, decision.reason) == (want_action, want_reason), decision.message
     assert (decision.previous, decision.target) == (given.state.on_demand_gpus, want_target)
-    assert decision.state == want_state
+    # A raise starts the evaluation window again, pacing the next step a window later.
+    paced = replace(want_state, raise_since=NOW) if want_action == Action.RAISE else want_state
+    assert decision.state == paced
     assert decision.changed is (want_action in (Action.RAISE, Action.LOWER))
 
 
@@ -706,7 +708,7 @@ def test_window_start_at_clock_zero(start: float) -> None:
     )
 
     assert decision.action == Action.RAISE
-    assert decision.state.raise_since == start
+    assert decision.state.raise_since == start + WINDOW  # the next step waits a window
 
 
 # ---------------------------------------------------------------------------- stability
@@ -805,8 +807,9 @@ def test_step_in_demand_changes_the_mix_within_a_window_and_settles(seed: int) -
     """At 06:00:30 risk jumps to about 0.6 and stays there below 28 GPUs on-demand; from 28 it
     is about 0.03, under the target. Up to 16 GPUs a step from 8, that is 24 then 28.
 
-    Wanted: the first change within a window and a step of the jump, 28 reached one pass
-    later, and nothing after that: no step down (which would re-raise), no oscillation.
+    Wanted: the first change within a window and a step of the jump, 28 reached one window
+    later (each raise restarts the window), and nothing after that: no step down (which would
+    re-raise), no oscillation.
     """
     base = noise(seed)
     rng = random.Random(seed + 100)
@@ -829,8 +832,8 @@ def test_step_in_demand_changes_the_mix_within_a_window_and_settles(seed: int) -
     ]
     assert times[0] - jump <= WINDOW + STEP
     assert times[0] == first_after * STEP + WINDOW
-    assert times[1] == times[0] + STEP
-    settled = decisions[first_after + int(WINDOW // STEP) + 1 :]
+    assert times[1] == times[0] + WINDOW
+    settled = decisions[first_after + 2 * int(WINDOW // STEP) + 1 :]
     assert all(d.target == 28 and d.state.assignments == {"vision": 28} for d in settled)
     assert {d.reason for d in settled[int((WINDOW + COOLDOWN) // STEP) :]} == {Reason.STEADY}
     assert len(changed) <= MOST_CHANGES_A_DAY

@@ -396,22 +396,29 @@ def test_states_carry_the_decision_over_passes() -> None:
     second = plan(world, states=first.states, now=NOW + 600)
     fresh = plan(world, now=NOW + 600)
     third = plan(world, states=second.states, now=NOW + 660)
+    fourth = plan(world, states=third.states, now=NOW + 1200)
 
-    a100 = [{d.pool: d for d in p.decisions}["a100"] for p in (first, second, fresh, third)]
+    a100 = [{d.pool: d for d in p.decisions}["a100"] for p in (first, second, fresh, third, fourth)]
     assert (a100[0].action, a100[0].reason) == (Action.HOLD, Reason.EVALUATION_WINDOW)
     assert a100[0].state.raise_since == NOW
     # One window later the same episode raises: up one step of 16 from the floor of 16.
     assert a100[1].action == Action.RAISE
     assert (a100[1].previous, a100[1].target) == (16, 32)
-    assert a100[1].state.raise_since == NOW
+    assert a100[1].state.raise_since == NOW + 600  # the raise restarts the window
     assert a100[1].state.last_change == NOW + 600
     assert a100[1].state.assignments["vision-research"] == 16
     assert {m.pool: m.on_demand_gpus for m in second.rendered.mix}["a100"] == 32
     assert second.targets["a100"].assignments == {"vision-research": 16}
     # Without the state, the window starts over.
     assert (a100[2].action, a100[2].state.raise_since) == (Action.HOLD, NOW + 600)
-    # The next pass starts where the second left off and, still at risk, takes the next step:
-    # no share meets the target, so vision gets its whole 24 (16 reserved + 24 = 40).
-    assert (a100[3].action, a100[3].previous, a100[3].target) == (Action.RAISE, 32, 40)
-    assert a100[3].state.raise_since == NOW
-    assert a100[3].state.assignments == {"vision-research": 24}
+    # A minute later, still at risk, it waits: the next step needs a window of its own.
+    assert (a100[3].action, a100[3].reason, a100[3].target) == (
+        Action.HOLD,
+        Reason.EVALUATION_WINDOW,
+        32,
+    )
+    # A window after the raise it takes the next step: no share meets the target, so vision
+    # gets its whole 24 (16 reserved + 24 = 40).
+    assert (a100[4].action, a100[4].previous, a100[4].target) == (Action.RAISE, 32, 40)
+    assert a100[4].state.raise_since == NOW + 1200
+    assert a100[4].state.assignments == {"vision-research": 24}

@@ -1,0 +1,1 @@
+"""Trace replay: judge a policy against real cluster traces before it touches a cluster."""

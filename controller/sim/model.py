@@ -1,0 +1,97 @@
+"""The simulator's plain data: jobs in, per-job outcomes and a timeline out.
+
+Kept apart from the engine so that reports, plots and tests read results without running it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One row of a trace, times in seconds from the trace's start."""
+
+    job_id: str
+    submit: float
+    duration: float
+    gpus: int
+    deadline: float | None = None
+    """Absolute (seconds from trace start), when the trace carries a `deadline` column."""
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """A trace job with what the replay gives it: a project, a tier, a deadline."""
+
+    job_id: str
+    submit: float
+    duration: float
+    gpus: int
+    project: str
+    tier: str
+    priority: int
+    deadline: float | None
+    expected_duration: float
+    """What the job declares (its expected-duration annotation); the true one is `duration`."""
+    checkpoint_seconds: float
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: str
+    project: str
+    tier: str
+    gpus: int
+    submit: float
+    first_start: float | None
+    finish: float | None
+    deadline: float | None
+    work_gpu_seconds: float
+    """gpus x duration: the work the job needed."""
+    used_gpu_seconds: float
+    """GPU-seconds it held while running, lost work included."""
+    lost_gpu_seconds: float
+    """Work redone after interruptions and preemptions."""
+    interruptions: int
+    preemptions: int
+
+    @property
+    def met(self) -> bool | None:
+        if self.deadline is None:
+            return None
+        return self.finish is not None and self.finish <= self.deadline
+
+    @property
+    def wait(self) -> float | None:
+        return None if self.first_start is None else self.first_start - self.submit
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The cluster at one moment of the timeline."""
+
+    time: float
+    gpus_in_use: dict[str, float]
+    """By capacity type ("spot", "on-demand")."""
+    gpus_provisioned: dict[str, float]
+    on_demand_target: float
+    """Sum over pools of the mix's on-demand GPUs."""
+    pending_jobs: int
+
+
+@dataclass
+class RunResult:
+    """One policy's (or baseline's) replay of one trace."""
+
+    name: str
+    outcomes: list[JobOutcome] = field(default_factory=list)
+    timeline: list[Sample] = field(default_factory=list)
+    cost_by_capacity_type: dict[str, float] = field(default_factory=dict)
+    """Dollars over the replay, for provisioned node GPU-hours."""
+    gpu_hours_by_capacity_type: dict[str, float] = field(default_factory=dict)
+    mix_changes: int = 0
+    decisions: int = 0
+    wall_seconds: float = 0.0
+    unfinished: int = 0
+    """Jobs still pending or running when the replay ended (excluded from hit rates)."""
