@@ -143,7 +143,17 @@ def _retrack(
     return tuple(out)
 
 
-def plan_capacity(
+@dataclass(frozen=True)
+class MixDecisions:
+    """The decisions alone, with what they were made from: what the simulator needs."""
+
+    decisions: tuple[Decision, ...]
+    current: Rendered
+    rendered: Rendered
+    model: RiskModel
+
+
+def decide_capacity(
     policy_set: PolicySet,
     *,
     states: Mapping[str, PoolState],
@@ -153,7 +163,9 @@ def plan_capacity(
     now: float,
     namespace: str = names.DEFAULT_NAMESPACE,
     seed: int = 0,
-) -> CapacityPlan:
+    max_jobs: int | None = None,
+) -> MixDecisions:
+    """Each pool's decision and the render it leads to; `plan_capacity` adds the reports."""
     policy = policy_set.policy
     stats = pool_stats(policy.spec.pools, node_claims, now=now)
     previous = {
@@ -172,6 +184,7 @@ def plan_capacity(
         median_runtime=history.median_runtime,
         samples=policy.spec.risk.samples,
         seed=seed,
+        max_jobs=max_jobs,
     )
     model = RiskModel(snapshot)
     decisions = tuple(
@@ -192,6 +205,39 @@ def plan_capacity(
     )
     targets = {d.pool: _target(d.state) for d in decisions}
     rendered = render(policy_set, targets=targets, namespace=namespace)
+    return MixDecisions(decisions, current, rendered, model)
+
+
+def plan_capacity(
+    policy_set: PolicySet,
+    *,
+    states: Mapping[str, PoolState],
+    workloads: Sequence[WorkloadView],
+    node_claims: Sequence[NodeClaimView],
+    history: History,
+    now: float,
+    namespace: str = names.DEFAULT_NAMESPACE,
+    seed: int = 0,
+) -> CapacityPlan:
+    policy = policy_set.policy
+    mixed = decide_capacity(
+        policy_set,
+        states=states,
+        workloads=workloads,
+        node_claims=node_claims,
+        history=history,
+        now=now,
+        namespace=namespace,
+        seed=seed,
+    )
+    decisions, current, rendered, model = (
+        mixed.decisions,
+        mixed.current,
+        mixed.rendered,
+        mixed.model,
+    )
+    targets = {d.pool: _target(d.state) for d in decisions}
+    snapshot = model.snapshot
     final = RiskModel(replace(snapshot, quotas=rendered.quotas))  # same world, the new split
     unchanged = {
         project.name: estimates

@@ -51,6 +51,9 @@ class Snapshot:
     """project -> median runtime from history, when Prometheus has it."""
     samples: int = 500
     seed: int = 0
+    max_jobs: int | None = None
+    """At most this many of a project's workloads, in admission order, enter each estimate
+    (the simulator's bound on cost; the controller uses all of them)."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ class RiskModel:
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
         self._estimates: dict[tuple[str, str, int], list[Estimate]] = {}
         for project in snapshot.policy_set.projects:
-            ordered = _ordered(self.by_project[project.name])
+            ordered = _ordered(self.by_project[project.name])[: snapshot.max_jobs]
             for deadline in project.spec.deadlines:
                 key = (project.name, deadline.name)
                 self._cutoffs[key] = cutoff(deadline, snapshot.now)
@@ -190,14 +193,26 @@ class RiskModel:
                 )
 
     def _problems(
-        self, project: TrainingProject, override: tuple[str, int] | None = None
+        self,
+        project: TrainingProject,
+        override: tuple[str, int] | None = None,
+        deadlines: Sequence[Deadline] | None = None,
     ) -> list[Problem]:
         capacity = project_capacity(self.snapshot, project, override)
         return [
             Problem(
                 self._jobs[(project.name, d.name)], capacity, self._cutoffs[(project.name, d.name)]
             )
+            for d in (project.spec.deadlines if deadlines is None else deadlines)
+        ]
+
+    def _open_deadlines(self, project: TrainingProject) -> list[Deadline]:
+        """Deadlines still ahead: capacity bought now cannot help one that has passed, so only
+        these drive decisions (the status still reports a passed one as missed)."""
+        return [
+            d
             for d in project.spec.deadlines
+            if self._cutoffs[(project.name, d.name)] > self.snapshot.now
         ]
 
     def deadlines(self, known: Mapping[str, list[Estimate]] | None = None) -> list[DeadlineReport]:
@@ -244,23 +259,17 @@ class RiskModel:
     def oracle(self, project_name: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
         """Risk per deadline of a project if it had `on_demand_gpus` on-demand in `pool`.
 
-        Answers are remembered for the snapshot: the decision search asks some twice.
+        Answers are remembered for the snapshot: the decision search asks some twice. Only
+        deadlines still ahead are answered for.
         """
         key = (project_name, pool, on_demand_gpus)
         if key in self._answers:
             return self._answers[key]
         project = self.snapshot.policy_set.project(project_name)
-        if project is None or not project.spec.deadlines:
+        if project is None:
             return {}
-        estimates = estimate_many(
-            self._problems(project, (pool, on_demand_gpus)),
-            now=self.snapshot.now,
-            samples=self.snapshot.samples,
-            seed=self.snapshot.seed,
-        )
-        answer = {d.name: e.risk for d, e in zip(project.spec.deadlines, estimates, strict=True)}
-        self._answers[key] = answer
-        return answer
+        self.prefetch([key])
+        return self._answers[key]
 
     def prefetch(self, questions: Sequence[tuple[str, str, int]]) -> None:
         """Answer many (project, pool, share) questions in one batch, for `oracle` to return.
@@ -272,13 +281,13 @@ class RiskModel:
             if key in self._answers:
                 continue
             project = self.snapshot.policy_set.project(key[0])
-            if project is None or not project.spec.deadlines:
+            if project is None or not self._open_deadlines(project):
                 self._answers[key] = {}
                 continue
             wanted.append((key, project))
         problems: list[Problem] = []
         for (_, pool, share), project in wanted:
-            problems.extend(self._problems(project, (pool, share)))
+            problems.extend(self._problems(project, (pool, share), self._open_deadlines(project)))
         estimates = iter(
             estimate_many(
                 problems,
@@ -288,11 +297,11 @@ class RiskModel:
             )
         )
         for key, project in wanted:
-            found = [next(estimates) for _ in project.spec.deadlines]
-            self._estimates[key] = found
-            self._answers[key] = {
-                d.name: e.risk for d, e in zip(project.spec.deadlines, found, strict=True)
-            }
+            deadlines = self._open_deadlines(project)
+            found = [next(estimates) for _ in deadlines]
+            if len(deadlines) == len(project.spec.deadlines):
+                self._estimates[key] = found  # every deadline: reusable for the reports
+            self._answers[key] = {d.name: e.risk for d, e in zip(deadlines, found, strict=True)}
 
     def current_estimates(self, project: TrainingProject) -> list[Estimate] | None:
         """Estimates already made for a project at the snapshot's own split, if any."""

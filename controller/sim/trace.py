@@ -1,0 +1,248 @@
+"""Reading a job trace (the CSV schema of /work/shared/traces) into TraceJobs.
+
+The traces are large (Philly has 111,539 rows), so the file is streamed through the csv module
+row by row, not read whole, and a row becomes a TraceJob straight away. Real traces hold rows
+no replay can use (zero-length jobs, CPU-only pods, cells that are not numbers); they are
+dropped and counted rather than raised, because one bad row in a hundred thousand should not
+stop a replay, but a replay that silently lost rows would be misread.
+
+A replay usually wants part of a trace (the busy middle, not the sparse ramp-up), so a window
+keeps the jobs submitted inside it and moves time zero to its start: the simulator then never
+has to know where in the original trace it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from controller.sim.model import TraceJob
+
+DAY = 86400.0
+REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "gpus")
+DEADLINE_COLUMN = "deadline"
+_GZIP_MAGIC = b"\x1f\x8b"
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, "w": 7 * DAY}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*$")
+_BUSIEST = re.compile(r"^\s*busiest\s*(\d+)\s*d\s*$")
+
+
+@dataclass(frozen=True)
+class BusiestWindow:
+    """The `days` consecutive whole days of a trace with the most submitted GPU-seconds.
+
+    It names a window that can only be found once the trace is read, which is why the CLI's
+    `--window busiest14d` parses to this rather than to times.
+    """
+
+    days: int = 14
+
+    def __post_init__(self) -> None:
+        if self.days < 1:
+            raise ValueError(f"busiest window must span at least 1 day, got {self.days}")
+
+
+Window = tuple[float, float] | BusiestWindow
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The usable jobs of a trace file and how many rows were not usable."""
+
+    source: str
+    """The file's name, for report titles."""
+    jobs: list[TraceJob]
+    """Sorted by (submit, job_id); times from the window's start when there is one."""
+    skipped: int
+    """Rows dropped as unusable: non-positive duration or GPUs, or cells that are not numbers."""
+    window: tuple[float, float] | None = None
+    """The window applied, in the original trace's seconds (resolved when it was the busiest)."""
+
+
+def load_trace(path: Path, *, window: Window | None = None) -> Trace:
+    """Read a trace CSV (gzip-compressed or plain), keeping only the rows a replay can use.
+
+    Raises ValueError when the file is empty or lacks a required column: that is the wrong file,
+    not a bad row.
+    """
+    if isinstance(window, tuple):
+        _check_window(window)
+    jobs: list[TraceJob] = []
+    skipped = 0
+    with _open_text(path) as text:
+        reader = csv.reader(text)
+        header = next(reader, None)
+        if header is None:
+            raise ValueError(f"{path.name}: empty file, expected a CSV header")
+        columns = {name.strip(): i for i, name in enumerate(header)}
+        missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+        if missing:
+            raise ValueError(
+                f"{path.name}: missing required column(s) {', '.join(missing)}; "
+                f"found {', '.join(header)}"
+            )
+        i_id, i_submit, i_duration, i_gpus = (columns[c] for c in REQUIRED_COLUMNS)
+        i_deadline = columns.get(DEADLINE_COLUMN)
+        width = max(i_id, i_submit, i_duration, i_gpus, -1 if i_deadline is None else i_deadline)
+        isfinite = math.isfinite
+        append = jobs.append
+        for row in reader:
+            if len(row) <= width:
+                # A blank line at the end is not worth counting; a truncated row is.
+                if any(cell.strip() for cell in row):
+                    skipped += 1
+                continue
+            try:
+                submit = float(row[i_submit])
+                duration = float(row[i_duration])
+                gpus = _gpus(row[i_gpus])
+                deadline_cell = "" if i_deadline is None else row[i_deadline].strip()
+                deadline = float(deadline_cell) if deadline_cell else None
+            except ValueError:
+                skipped += 1
+                continue
+            job_id = row[i_id].strip()
+            if (
+                not job_id
+                or not isfinite(submit)
+                or submit < 0
+                or not isfinite(duration)
+                or duration <= 0
+                or gpus <= 0
+                or (deadline is not None and not isfinite(deadline))
+            ):
+                skipped += 1
+                continue
+            append(TraceJob(job_id, submit, duration, gpus, deadline))
+    resolved: tuple[float, float] | None = None
+    if isinstance(window, BusiestWindow):
+        resolved = busiest_window(jobs, days=window.days)
+    elif window is not None:
+        resolved = window
+    if resolved is not None:
+        jobs = select_window(jobs, resolved)
+    else:
+        jobs.sort(key=_order)
+    return Trace(source=path.name, jobs=jobs, skipped=skipped, window=resolved)
+
+
+def select_window(jobs: Sequence[TraceJob], window: tuple[float, float]) -> list[TraceJob]:
+    """The jobs submitted in [start, end), with times (deadlines too) counted from start."""
+    _check_window(window)
+    start, end = window
+    kept = [
+        TraceJob(
+            j.job_id,
+            j.submit - start,
+            j.duration,
+            j.gpus,
+            None if j.deadline is None else j.deadline - start,
+        )
+        for j in jobs
+        if start <= j.submit < end
+    ]
+    kept.sort(key=_order)
+    return kept
+
+
+def busiest_window(jobs: Sequence[TraceJob], *, days: int = 14) -> tuple[float, float]:
+    """The `days` whole days (from the trace's day 0) with the most submitted GPU-seconds.
+
+    Whole days, counted from the trace's start, make the answer readable ("days 56-69") and
+    stable: it is a sliding sum over daily totals, so ties go to the earliest window. A trace
+    shorter than `days` gives the window from its first day.
+    """
+    if days < 1:
+        raise ValueError(f"busiest window must span at least 1 day, got {days}")
+    if not jobs:
+        raise ValueError("cannot find the busiest window of an empty trace")
+    daily: dict[int, float] = {}
+    for j in jobs:
+        day = int(j.submit // DAY)
+        daily[day] = daily.get(day, 0.0) + j.gpus * j.duration
+    first, last = min(daily), max(daily)
+    totals = [daily.get(d, 0.0) for d in range(first, last + 1)]
+    running = sum(totals[:days])
+    best, best_start = running, 0
+    for start in range(1, len(totals) - days + 1):
+        running += totals[start + days - 1] - totals[start - 1]
+        if running > best:
+            best, best_start = running, start
+    begin = first + best_start
+    return (begin * DAY, (begin + days) * DAY)
+
+
+def parse_window(text: str) -> Window:
+    """A window as the CLI writes it: "START:END" or "busiestNd".
+
+    START and END are seconds from the trace's start, or numbers with a unit (s, m, h, d, w), so
+    "56d:70d" and "12h:36h" read as they are meant.
+    """
+    busiest = _BUSIEST.match(text)
+    if busiest:
+        return BusiestWindow(days=int(busiest.group(1)))
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(
+            f"invalid window {text!r}: expected START:END (seconds, or with a unit s/m/h/d/w, "
+            "e.g. 56d:70d) or busiestNd (e.g. busiest14d)"
+        )
+    start, end = (_parse_time(part, text) for part in parts)
+    window = (start, end)
+    _check_window(window, text)
+    return window
+
+
+def _parse_time(part: str, text: str) -> float:
+    match = _TIME.match(part)
+    if not match:
+        raise ValueError(
+            f"invalid window {text!r}: {part.strip()!r} is not a non-negative time such as "
+            "3600, 90m, 12h or 56d"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _check_window(window: tuple[float, float], text: str | None = None) -> None:
+    start, end = window
+    shown = repr(text) if text is not None else f"({start}, {end})"
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"invalid window {shown}: start and end must be finite")
+    if start < 0:
+        raise ValueError(f"invalid window {shown}: start must not be negative")
+    if start >= end:
+        raise ValueError(f"invalid window {shown}: start must be before end")
+
+
+def _gpus(cell: str) -> int:
+    """A GPU count; "8.0" is 8, but a fraction of a GPU is not a count the replay can place."""
+    try:
+        return int(cell)
+    except ValueError:
+        value = float(cell)
+        if not value.is_integer():
+            raise ValueError(f"fractional GPU count {cell!r}") from None
+        return int(value)
+
+
+def _order(job: TraceJob) -> tuple[float, str]:
+    return (job.submit, job.job_id)
+
+
+@contextmanager
+def _open_text(path: Path) -> Iterator[TextIO]:
+    """The file as text, decompressed when it starts with gzip's magic bytes, whatever its name."""
+    with path.open("rb") as raw:
+        compressed = raw.read(2) == _GZIP_MAGIC
+        raw.seek(0)
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        with io.TextIOWrapper(binary, encoding="utf-8-sig", newline="") as text:
+            yield text
