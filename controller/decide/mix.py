@@ -270,6 +270,11 @@ def decide_pool(
         for name, risk in oracle(q.project.name, pool.name, current[q.project.name]).items()
     }
     worst = max(risks.values(), default=0.0)
+    risk_now: dict[str, dict[str, float]] = {}
+    for (project_name, deadline_name), risk in risks.items():
+        risk_now.setdefault(project_name, {})[deadline_name] = risk
+    cooled = state.last_change is None or now - state.last_change >= settings.cooldown_seconds
+    may_give_back = cooled and history_available
     raise_since = (
         (now if state.raise_since is None else state.raise_since)
         if worst > settings.raise_threshold
@@ -312,6 +317,8 @@ def decide_pool(
             decision=decision,
             inputs=inputs,
             prefetch=prefetch,
+            risk_now=risk_now,
+            may_give_back=may_give_back,
         )
 
     if lower_since is not None and previous > floor:
@@ -376,9 +383,66 @@ def decide_pool(
             ),
             **inputs,
         )
+    if may_give_back and state.assignments:
+        reduced = _give_back(
+            oracle,
+            prefetch,
+            pool.name,
+            quotas=quotas,
+            held=state.assignments,
+            risk_now=risk_now,
+            lower_threshold=settings.lower_threshold,
+        )
+        held = {p: s for p, s in {**state.assignments, **reduced}.items() if s > 0}
+        target = max(floor, fixed + sum(held.values()), previous - settings.max_step_gpus)
+        if target < previous:
+            released = ", ".join(sorted(p for p in reduced if reduced[p] < state.assignments[p]))
+            return decision(
+                Action.LOWER,
+                Reason.RISK_CLEARED,
+                target,
+                f"{released} safe again: {previous} -> {target} on-demand",
+                replace(
+                    tracked,
+                    on_demand_gpus=target,
+                    assignments=_fit(held, quotas, target - fixed),
+                    last_change=now,
+                ),
+                **inputs,
+            )
     return decision(
         Action.HOLD, Reason.STEADY, previous, "risk within thresholds", tracked, **inputs
     )
+
+
+def _give_back(
+    oracle: RiskOracle,
+    prefetch: Prefetch | None,
+    pool: str,
+    *,
+    quotas: list[_Quota],
+    held: Mapping[str, int],
+    risk_now: Mapping[str, Mapping[str, float]],
+    lower_threshold: float,
+) -> dict[str, int]:
+    """Smaller shares for projects holding on-demand whose every deadline is now under the
+    lower threshold: the smallest share that keeps them there, never more than they hold."""
+    relaxed = [
+        q
+        for q in quotas
+        if held.get(q.project.name, 0) > 0
+        and max(risk_now.get(q.project.name, {}).values(), default=0.0) < lower_threshold
+    ]
+    found = _smallest_shares(
+        oracle,
+        prefetch,
+        pool,
+        {
+            q.project.name: (0, held[q.project.name], lambda _: lower_threshold * 0.999)
+            for q in relaxed
+        },
+    )
+    return {project: min(share, held[project]) for project, (share, _) in found.items()}
 
 
 def _fit(shares: Mapping[str, int], quotas: list[_Quota], room: int) -> dict[str, int]:
@@ -407,10 +471,37 @@ def _raise(
     decision: Callable[..., Decision],
     inputs: Mapping[str, float],
     prefetch: Prefetch | None,
+    risk_now: Mapping[str, Mapping[str, float]],
+    may_give_back: bool,
 ) -> Decision:
     settings = policy_set.policy.spec.risk
     previous = state.on_demand_gpus
-    wanted: dict[str, int] = {}
+    at_risk = [
+        q
+        for q in quotas
+        if any(
+            risk > q.targets.get(name, settings.raise_threshold)
+            for name, risk in risk_now.get(q.project.name, {}).items()
+        )
+    ]
+    # Held shares stay; projects safe again give theirs back; at-risk ones get what they need.
+    wanted: dict[str, int] = {
+        q.project.name: state.assignments[q.project.name]
+        for q in quotas
+        if state.assignments.get(q.project.name, 0) > 0
+    }
+    if may_give_back:
+        wanted.update(
+            _give_back(
+                oracle,
+                prefetch,
+                state.pool,
+                quotas=quotas,
+                held=wanted,
+                risk_now=risk_now,
+                lower_threshold=settings.lower_threshold,
+            )
+        )
     unreachable: list[str] = []
     budget_bound: list[str] = []
     found = _smallest_shares(
@@ -419,10 +510,10 @@ def _raise(
         state.pool,
         {
             q.project.name: (current[q.project.name], q.nominal, q.targets.__getitem__)
-            for q in quotas
+            for q in at_risk
         },
     )
-    for q in quotas:
+    for q in at_risk:
         share, reachable = found[q.project.name]
         if not reachable:
             unreachable.append(q.project.name)
@@ -430,10 +521,11 @@ def _raise(
         if share > cap:
             budget_bound.append(q.project.name)
             share = max(cap, current[q.project.name])
-        wanted[q.project.name] = share
+        wanted[q.project.name] = max(share, wanted.get(q.project.name, 0))
+    wanted = {p: s for p, s in wanted.items() if s > 0}
     needed = fixed + sum(wanted.values())
     target = min(max(needed, floor), ceiling, previous + settings.max_step_gpus)
-    target = max(target, previous)
+    target = max(target, previous - settings.max_step_gpus)
     ceiling_binds = needed > ceiling
     assignments = _fit(wanted, quotas, target - fixed)
     deferred: tuple[str, ...] = ()

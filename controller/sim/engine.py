@@ -223,8 +223,10 @@ class Replay:
                 flavors.append((quota.pool, ON_DEMAND))
                 nominal[(quota.pool, ON_DEMAND)] = split.on_demand_gpus
                 borrow[(quota.pool, ON_DEMAND)] = split.on_demand_borrowing_limit
-            for key, value in nominal.items():
-                total[key] = total.get(key, 0) + value
+            if project.spec.share_capacity:
+                # Only queues in the cohort lend their unused quota to it.
+                for key, value in nominal.items():
+                    total[key] = total.get(key, 0) + value
             previous = old.get(project.name)
             self.queues[project.name] = _Queue(
                 project=project,
@@ -249,8 +251,12 @@ class Replay:
 
     def _static_mix(self, fraction: float) -> Rendered:
         demands = pool_demands(self.policy_set)
+        # Whole nodes: a fraction of a node's GPUs on-demand could never be launched.
         targets = {
-            pool: PoolTarget(round(demand.total_gpus * fraction))
+            pool: PoolTarget(
+                round(demand.total_gpus * fraction / self.pools[pool].gpus_per_node)
+                * self.pools[pool].gpus_per_node
+            )
             for pool, demand in demands.items()
         }
         return render(self.policy_set, targets=targets)
@@ -368,11 +374,11 @@ class Replay:
         """(fits, borrowing) on a flavor, by nominal quota or the cohort's unused quota."""
         used = queue.usage.get(flavor, 0)
         nominal = queue.nominal.get(flavor, 0)
+        if not queue.share:
+            return used + gpus <= nominal, False
         cohort_free = self.cohort_total.get(flavor, 0) - self.cohort_usage.get(flavor, 0)
         if used + gpus <= nominal and gpus <= cohort_free:
             return True, False
-        if not queue.share:
-            return False, False
         limit = queue.borrow.get(flavor)
         ceiling = nominal + limit if limit is not None else math.inf
         return (used + gpus <= ceiling and gpus <= cohort_free), True
@@ -381,7 +387,8 @@ class Replay:
         job = self.jobs[index]
         queue = self.queues[job.spec.project]
         queue.usage[flavor] = queue.usage.get(flavor, 0) + job.gpus
-        self.cohort_usage[flavor] = self.cohort_usage.get(flavor, 0) + job.gpus
+        if queue.share:
+            self.cohort_usage[flavor] = self.cohort_usage.get(flavor, 0) + job.gpus
         job.flavor, job.borrowed, job.state = flavor, borrowed, "admitted"
         job.admitted_at = self.now
         self.waiting.add(index)
@@ -393,7 +400,8 @@ class Replay:
             return
         queue = self.queues[job.spec.project]
         queue.usage[job.flavor] = queue.usage.get(job.flavor, 0) - job.gpus
-        self.cohort_usage[job.flavor] = self.cohort_usage.get(job.flavor, 0) - job.gpus
+        if queue.share:
+            self.cohort_usage[job.flavor] = self.cohort_usage.get(job.flavor, 0) - job.gpus
         self.active.get(job.flavor, set()).discard(index)
         job.flavor = None
         self.waiting.discard(index)
@@ -541,8 +549,10 @@ class Replay:
             short = 0
             for index in indexes:
                 job = self.jobs[index]
-                if sum(n.free for n in ready) < job.gpus:
-                    short += job.gpus
+                free = sum(n.free for n in ready)
+                if free < job.gpus:
+                    # Later jobs queue behind this one; count only what free GPUs lack.
+                    short += job.gpus - free if short == 0 else job.gpus
                     continue
                 need = job.gpus
                 for node in ready:
