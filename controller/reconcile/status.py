@@ -8,7 +8,7 @@ status and the reconciler writes nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +55,22 @@ def condition(
     return out
 
 
+ConditionMaker = Callable[[str, bool, str, str], dict[str, Any]]
+
+
+def _condition_maker(live: Mapping[str, Any], now: datetime) -> ConditionMaker:
+    """Conditions for one object, carrying over its transition times."""
+    generation = (live.get("metadata") or {}).get("generation")
+    previous = (live.get("status") or {}).get("conditions") or []
+
+    def make(type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+        return condition(
+            type_, status, reason, message, previous=previous, generation=generation, now=now
+        )
+
+    return make
+
+
 def _errors_message(errors: Iterable[PolicyError]) -> str:
     return "; ".join(f"{e.path}: {e.message}" for e in errors)
 
@@ -78,14 +94,8 @@ class PolicyOutcome:
 def policy_status(
     live: Mapping[str, Any], outcome: PolicyOutcome, *, now: datetime
 ) -> dict[str, Any]:
-    meta = live.get("metadata") or {}
-    generation = meta.get("generation")
-    previous = (live.get("status") or {}).get("conditions") or []
-
-    def cond(type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
-        return condition(
-            type_, status, reason, message, previous=previous, generation=generation, now=now
-        )
+    generation = (live.get("metadata") or {}).get("generation")
+    cond = _condition_maker(live, now)
 
     valid = not outcome.errors
     conditions = [
@@ -172,14 +182,8 @@ class ProjectOutcome:
 def project_status(
     live: Mapping[str, Any], outcome: ProjectOutcome, *, now: datetime
 ) -> dict[str, Any]:
-    meta = live.get("metadata") or {}
-    generation = meta.get("generation")
-    previous = (live.get("status") or {}).get("conditions") or []
-
-    def cond(type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
-        return condition(
-            type_, status, reason, message, previous=previous, generation=generation, now=now
-        )
+    generation = (live.get("metadata") or {}).get("generation")
+    cond = _condition_maker(live, now)
 
     valid = not outcome.errors
     conditions = [
