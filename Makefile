@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench clean
+.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench bench-sim clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 
 	$(PY) bench/bench_risk.py
 	$(PY) bench/bench_decide.py
 	$(PY) bench/bench_reconcile.py
+
+bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
+	$(PY) bench/bench_sim.py
 
 clean: ## remove the venv and generated output
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

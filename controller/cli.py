@@ -33,6 +33,9 @@ from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
+from controller.sim import run as sim_run
+from controller.sim.engine import BASELINES
+from controller.sim.trace import parse_window
 from controller.yamlio import dump_documents
 
 EXIT_OK = 0
@@ -220,6 +223,49 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _seed(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid seed {value!r}: expected an integer >= 0")
+    return int(value)
+
+
+def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Replay a trace through the policy and the baselines; see controller.sim.run."""
+    try:
+        if args.window:
+            parse_window(args.window)
+        baselines = sim_run.parse_baselines(args.baselines)
+    except ValueError as exc:
+        print(f"simulate: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        trace = sim_run.resolve_trace(args.trace)
+    except FileNotFoundError as exc:
+        print(f"simulate: {exc}", file=err)
+        return EXIT_INVALID
+    policy_set = None
+    if args.policy:
+        policy_set = _load(Path(args.policy), err)
+        if policy_set is None:
+            return EXIT_INVALID
+    try:
+        sim_run.simulate(
+            trace,
+            out_dir=Path(args.out),
+            seed=args.seed,
+            window=args.window,
+            baselines=baselines,
+            policy_set=policy_set,
+            policy_source=args.policy,
+            out=out,
+            err=err,
+        )
+    except (OSError, ValueError) as exc:
+        print(f"simulate: {exc}", file=err)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quartermaster",
@@ -313,6 +359,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: JSON unless stderr is a terminal",
     )
     run.set_defaults(handler=cmd_run)
+
+    simulate = commands.add_parser(
+        "simulate", help="replay a job trace through the policy and baselines; write a summary"
+    )
+    simulate.add_argument(
+        "--trace",
+        required=True,
+        metavar="FILE",
+        help=f"trace CSV (gzip or plain); a bare name is also looked up in ${sim_run.TRACES_ENV}",
+    )
+    simulate.add_argument(
+        "--policy",
+        metavar="DIR",
+        help="policy directory or file (default: a policy sized to the trace)",
+    )
+    simulate.add_argument(
+        "--out",
+        default=str(sim_run.DEFAULT_OUT),
+        metavar="DIR",
+        help="where summary.json, summary.md and the plots go (default %(default)s)",
+    )
+    simulate.add_argument(
+        "--seed", type=_seed, default=0, help="seeds the assignment and every run (default 0)"
+    )
+    simulate.add_argument(
+        "--window",
+        metavar="START:END",
+        help="replay only jobs submitted in START:END (e.g. 56d:70d) or busiestNd (busiest14d)",
+    )
+    simulate.add_argument(
+        "--baselines",
+        default="all",
+        metavar="LIST",
+        help="comma-separated baselines to compare ("
+        + ", ".join(BASELINES)
+        + "), all or none (default all)",
+    )
+    simulate.set_defaults(handler=cmd_simulate)
     return parser
 
 

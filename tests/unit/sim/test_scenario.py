@@ -181,7 +181,7 @@ def real_jobs(name: str) -> list[TraceJob]:
 )
 def test_default_policy_set_on_real_traces(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     if not (TRACES / name).exists():
-        pytest.skip(f"{TRACES / name} is not on this machine")
+        pytest.fail(f"{TRACES / name} is not on this machine: the traces ship in ../shared/traces")
     jobs = real_jobs(name)
     demand = measure_demand(jobs)
     policy_set = default_policy_set(jobs)

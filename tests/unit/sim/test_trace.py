@@ -324,7 +324,7 @@ def test_real_traces_load(
 ) -> None:
     path = TRACES / name
     if not path.exists():
-        pytest.skip(f"{path} is not on this machine")
+        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
     started = time.perf_counter()
     trace = load_trace(path)
     seconds = time.perf_counter() - started
@@ -343,5 +343,5 @@ def test_philly_busiest_days_by_job_count_match_its_readme() -> None:
     """The README's "busiest 14 days: days 56-69, 33,408 jobs" counts jobs, not GPU-seconds."""
     path = TRACES / "philly.csv.gz"
     if not path.exists():
-        pytest.skip(f"{path} is not on this machine")
+        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
     assert len(load_trace(path, window=parse_window("56d:70d")).jobs) == 33_408

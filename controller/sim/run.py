@@ -1,0 +1,464 @@
+"""`quartermaster simulate`: load a trace, assign its jobs, replay the policy and the baselines,
+and write what they did.
+
+The steps are separate functions (`prepare`, `run_replays`, `write_outputs`, and `simulate`
+doing all three) so the benchmark and the tests drive the same code the command does without
+a subprocess. Every run of one simulation replays the same assigned jobs with the same seed:
+the runs differ only in how the mix is set, which is the comparison the summary makes.
+
+What a run prints and writes is split by whether it can be reproduced: summary.json holds only
+what the inputs and the seed decide (byte for byte), while wall times and memory, which vary
+from run to run, go to the terminal and summary.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from controller.api.policy_set import PolicySet
+from controller.sim import plots
+from controller.sim.assign import AssignmentRule, assign_jobs
+from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
+from controller.sim.model import RunResult, SimJob
+from controller.sim.report import (
+    Measurement,
+    RunFigures,
+    figures_for_runs,
+    render_json,
+    render_markdown,
+    summary_document,
+    terminal_summary,
+)
+from controller.sim.scenario import default_policy_set
+from controller.sim.trace import Trace, load_trace, parse_window
+
+DEFAULT_OUT = Path("sim-out")
+TRACES_ENV = "QUARTERMASTER_TRACES"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+DEFAULT_POLICY_SOURCE = "default: controller.sim.scenario.default_policy_set, sized to the trace"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def traces_dir() -> Path:
+    """Where traces are looked for by name: $QUARTERMASTER_TRACES, else ../shared/traces beside
+    the repository (where the shared traces live next to a checkout)."""
+    configured = os.environ.get(TRACES_ENV)
+    return Path(configured) if configured else _REPO_ROOT.parent / "shared" / "traces"
+
+
+def resolve_trace(text: str) -> Path:
+    """The trace file `text` names: a path as given, else a file of that name in `traces_dir()`,
+    so `--trace philly.csv.gz` works from anywhere. Raises FileNotFoundError naming both."""
+    given = Path(text)
+    if given.is_file():
+        return given
+    shared = traces_dir() / text
+    if not given.is_absolute() and shared.is_file():
+        return shared
+    raise FileNotFoundError(f"trace {text!r}: no such file (also looked for {shared})")
+
+
+def parse_baselines(text: str) -> tuple[str, ...]:
+    """A comma-separated list of `engine.BASELINES` names; `all` for every one, `none` for none.
+
+    Order is kept (it is the order of the runs and of the summary's rows); repeats are dropped.
+    """
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if words == ["all"]:
+        return tuple(BASELINES)
+    if words == ["none"]:
+        return ()
+    unknown = [w for w in words if w not in BASELINES]
+    if unknown or not words:
+        raise ValueError(
+            f"invalid baselines {text!r}: expected a comma-separated list of "
+            f"{', '.join(BASELINES)}, or all, or none"
+        )
+    return tuple(dict.fromkeys(words))
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a replay needs, and what the summary says about where it came from."""
+
+    trace: Trace
+    window_text: str | None
+    policy_set: PolicySet
+    policy_source: str
+    rule: AssignmentRule
+    jobs: list[SimJob]
+
+
+def prepare(
+    trace_path: Path,
+    *,
+    seed: int = 0,
+    window: str | None = None,
+    policy_set: PolicySet | None = None,
+    policy_source: str | None = None,
+) -> Inputs:
+    """Load the trace (in the window), size a policy to it unless one is given, assign the jobs.
+
+    Raises ValueError for an invalid window or a trace with no usable job.
+    """
+    trace = load_trace(trace_path, window=parse_window(window) if window else None)
+    if not trace.jobs:
+        raise ValueError(f"{trace.source}: no usable job (in the window {window})")
+    if policy_set is None:
+        policy_set = default_policy_set(trace.jobs)
+        policy_source = DEFAULT_POLICY_SOURCE
+    rule = AssignmentRule(seed=seed)
+    return Inputs(
+        trace=trace,
+        window_text=window,
+        policy_set=policy_set,
+        policy_source=policy_source or "given",
+        rule=rule,
+        jobs=assign_jobs(trace.jobs, policy_set, rule),
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def peak_rss_mib() -> float:
+    """The process's peak resident set size so far (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+class ProgressBar:
+    """One run's progress on stderr: a bar redrawn in place on a terminal, else one line at the
+    end, so a log file or CI output gets a line per run rather than hundreds of redraws."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, label: str, *, tty: bool | None = None) -> None:
+        self.stream = stream
+        self.label = label
+        self.tty = stream.isatty() if tty is None else tty
+        self.started = time.monotonic()
+        self._percent = -1
+        self._shown = 0
+
+    def update(self, fraction: float) -> None:
+        """Redraw at each whole percent of the trace's submit period replayed."""
+        if not self.tty:
+            return
+        percent = int(100 * min(max(fraction, 0.0), 1.0))
+        if percent == self._percent:
+            return
+        self._percent = percent
+        filled = self.WIDTH * percent // 100
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        elapsed = time.monotonic() - self.started
+        self._write(f"{self.label} [{bar}] {percent:3d} %  {elapsed:6.1f} s")
+        self.stream.flush()
+
+    def finish(self, message: str) -> None:
+        """Replace the bar with `message` (or, off a terminal, print it)."""
+        if self.tty:
+            self._write(message)
+        else:
+            self.stream.write(message)
+        self.stream.write("\n")
+        self.stream.flush()
+
+    def _write(self, text: str) -> None:
+        # Pad to the longest text shown so a shorter one leaves no tail of the last.
+        self.stream.write("\r" + text.ljust(self._shown))
+        self._shown = max(self._shown, len(text))
+
+
+def run_specs(baselines: Sequence[str]) -> list[RunSpec]:
+    """The policy first, then the baselines in the order asked for."""
+    return [POLICY, *(BASELINES[name] for name in baselines)]
+
+
+def run_replays(
+    inputs: Inputs,
+    specs: Sequence[RunSpec],
+    *,
+    seed: int,
+    err: TextIO,
+    tty: bool | None = None,
+) -> tuple[list[RunResult], list[Measurement]]:
+    """Replay the same jobs under each spec with the same seed, showing progress on `err`."""
+    results: list[RunResult] = []
+    measurements: list[Measurement] = []
+    width = max(len(s.name) for s in specs) if specs else 0
+    for spec in specs:
+        bar = ProgressBar(err, spec.name.ljust(width), tty=tty)
+        started = time.perf_counter()
+        result = replay(inputs.policy_set, inputs.jobs, spec, seed=seed, progress=bar.update)
+        wall = time.perf_counter() - started
+        measurement = Measurement(spec.name, wall, peak_rss_mib())
+        finished = len(result.outcomes) - result.unfinished
+        bar.finish(
+            f"{spec.name.ljust(width)} {finished}/{len(result.outcomes)} jobs finished in "
+            f"{wall:.1f} s, peak RSS {measurement.peak_rss_mib:,.0f} MiB"
+        )
+        results.append(result)
+        measurements.append(measurement)
+    return results, measurements
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def assignment_statement(rule: AssignmentRule) -> str:
+    """The assignment rule in words, with its parameters (controller.sim.assign states it in
+    full, with the hash that makes it reproducible)."""
+    return (
+        f"Rule: `AssignmentRule(seed={rule.seed}, slack_min={rule.slack_min}, "
+        f"slack_max={rule.slack_max}, deadline_share={rule.deadline_share}, "
+        f"expected_sigma={rule.expected_sigma}, checkpoint_seconds={rule.checkpoint_seconds})` "
+        "(controller.sim.assign). Each job goes to a project drawn by a seeded hash of its "
+        "job_id, each project's chance proportional to its nominal GPU quota; a job wider than "
+        "its project could ever hold (nominal plus what it may borrow) goes to the project with "
+        "the largest quota instead. It takes that project's tier and priority. It keeps the "
+        "trace's deadline when the trace has one; otherwise "
+        f"{100 * rule.deadline_share:g} % of jobs get the deadline submit + duration x slack, "
+        f"slack uniform in [{rule.slack_min:g}, {rule.slack_max:g}] by a seeded hash. Its "
+        f"declared runtime is duration x exp({rule.expected_sigma:g} z), z a seeded standard "
+        f"normal (the true duration is what runs), and it checkpoints every "
+        f"{rule.checkpoint_seconds:g} s: an interruption or preemption loses the work since "
+        "the last checkpoint."
+    )
+
+
+def _policy_document(inputs: Inputs) -> dict[str, Any]:
+    policy = inputs.policy_set.policy
+    projects = inputs.policy_set.projects
+    return {
+        "name": policy.name,
+        "source": inputs.policy_source,
+        "pools": [
+            {
+                "name": pool.name,
+                "gpus_per_node": pool.gpus_per_node,
+                "max_gpus": pool.max_gpus,
+                "on_demand_floor_gpus": pool.on_demand.floor_gpus,
+                "on_demand_ceiling_gpus": pool.on_demand.ceiling_gpus,
+                "spot_per_gpu_hour": pool.prices.spot_per_gpu_hour,
+                "on_demand_per_gpu_hour": pool.prices.on_demand_per_gpu_hour,
+                "provisioning_latency_seconds": pool.provisioning_latency_seconds,
+                "spot_interruptions_per_hour": pool.spot_interruptions_per_hour,
+                "spot_availability": pool.spot_availability,
+            }
+            for pool in policy.spec.pools
+        ],
+        "tiers": [
+            {
+                "name": tier.name,
+                "priority": tier.priority,
+                "preemption": tier.preemption.value,
+                "allow_spot": tier.allow_spot,
+                "projects": sum(1 for p in projects if p.spec.tier == tier.name),
+                "nominal_gpus": sum(
+                    q.nominal_gpus
+                    for p in projects
+                    if p.spec.tier == tier.name
+                    for q in p.spec.quotas
+                ),
+            }
+            for tier in policy.spec.tiers
+        ],
+        "projects": len(projects),
+    }
+
+
+def _policy_statement(document: dict[str, Any]) -> str:
+    pools = "; ".join(
+        f"`{p['name']}`: {p['gpus_per_node']} GPUs a node, at most {p['max_gpus']} GPUs, "
+        f"on-demand {p['on_demand_floor_gpus']}-{p['on_demand_ceiling_gpus']} GPUs, "
+        f"${p['spot_per_gpu_hour']:g} spot / ${p['on_demand_per_gpu_hour']:g} on-demand per "
+        f"GPU-hour, {p['provisioning_latency_seconds']} s provisioning, "
+        f"{p['spot_interruptions_per_hour']:g} spot interruptions per node-hour, "
+        f"{100 * p['spot_availability']:g} % spot availability"
+        for p in document["pools"]
+    )
+    tiers = "; ".join(
+        f"`{t['name']}` (priority {t['priority']}, preemption {t['preemption']}, "
+        f"spot {'allowed' if t['allow_spot'] else 'forbidden'}): {t['projects']} projects, "
+        f"{t['nominal_gpus']} GPUs of nominal quota"
+        for t in document["tiers"]
+    )
+    return (
+        f"CapacityPolicy `{document['name']}` ({document['source']}), "
+        f"{document['projects']} TrainingProjects. Pools: {pools}. Tiers: {tiers}. "
+        "The policy run sets the mix with the controller's own decision code; the baselines "
+        "set it by a fixed on-demand fraction (on-demand-only 100 %, fixed-80-20 20 %, "
+        "all-spot 0 %) or by reacting to queue depth (reactive)."
+    )
+
+
+def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> dict[str, Any]:
+    """What summary.json says about the inputs: only what the command line and files decide."""
+    trace = inputs.trace
+    tiers = Counter(j.tier for j in inputs.jobs)
+    return {
+        "inputs": {
+            "trace": trace.source,
+            "window": None
+            if trace.window is None
+            else {
+                "argument": inputs.window_text,
+                "start_seconds": trace.window[0],
+                "end_seconds": trace.window[1],
+            },
+            "jobs": len(inputs.jobs),
+            "skipped_rows": trace.skipped,
+            "seed": seed,
+            "work_gpu_hours": sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0,
+        },
+        "assignment": {
+            "rule": dataclasses.asdict(inputs.rule),
+            "statement": assignment_statement(inputs.rule),
+            "jobs_by_tier": dict(tiers),
+            "jobs_with_deadline": sum(1 for j in inputs.jobs if j.deadline is not None),
+        },
+        "policy": _policy_document(inputs),
+        "runs_spec": {
+            spec.name: {
+                "kind": spec.kind,
+                "on_demand_fraction": spec.on_demand_fraction,
+                "decision_interval_seconds": spec.decision_interval,
+                "sample_interval_seconds": spec.sample_interval,
+            }
+            for spec in specs
+        },
+    }
+
+
+def _inputs_lines(inputs: Inputs, *, seed: int) -> list[str]:
+    trace = inputs.trace
+    window = "whole trace"
+    if trace.window is not None:
+        start, end = trace.window
+        window = f"{inputs.window_text}: days {start / 86400:g} to {end / 86400:g} of the trace"
+    work = sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0
+    return [
+        f"trace: {trace.source} ({window})",
+        f"jobs: {len(inputs.jobs):,} ({trace.skipped:,} unusable rows skipped), "
+        f"{work:,.0f} GPU-hours of work",
+        f"seed: {seed} (assignment and every run)",
+        f"policy: {inputs.policy_set.policy.name} ({inputs.policy_source})",
+    ]
+
+
+@dataclass(frozen=True)
+class Simulation:
+    inputs: Inputs
+    results: list[RunResult]
+    figures: list[RunFigures]
+    measurements: list[Measurement]
+    files: list[Path]
+    wall_seconds: float
+    peak_rss_mib: float
+
+
+def write_outputs(
+    out_dir: Path,
+    inputs: Inputs,
+    *,
+    specs: Sequence[RunSpec],
+    results: Sequence[RunResult],
+    figures: Sequence[RunFigures],
+    measurements: Sequence[Measurement],
+    seed: int,
+) -> list[Path]:
+    """summary.json, summary.md and, when matplotlib is installed, the plots."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    context = context_document(inputs, specs, seed=seed)
+    json_path = out_dir / SUMMARY_JSON
+    json_path.write_text(
+        render_json(summary_document(figures, context=context)), encoding="utf-8", newline="\n"
+    )
+    drawn: list[Path] = []
+    if plots.available():
+        drawn = plots.write_plots(results, figures, out_dir)
+    else:
+        # Plots left by an earlier run would show other figures than this summary's.
+        for name in plots.PLOT_FILES:
+            (out_dir / name).unlink(missing_ok=True)
+    md_path = out_dir / SUMMARY_MD
+    title = inputs.trace.source + (f" ({inputs.window_text})" if inputs.window_text else "")
+    md_path.write_text(
+        render_markdown(
+            figures,
+            title=f"Replay of {title}",
+            inputs=_inputs_lines(inputs, seed=seed)
+            + ([] if drawn else ["plots: not drawn (matplotlib is not installed)"]),
+            assignment=assignment_statement(inputs.rule),
+            policy=_policy_statement(context["policy"]),
+            measurements=measurements,
+            plots=[p.name for p in drawn],
+        ),
+        encoding="utf-8",
+        newline="\n",
+    )
+    return [json_path, md_path, *drawn]
+
+
+def simulate(
+    trace_path: Path,
+    *,
+    out_dir: Path = DEFAULT_OUT,
+    seed: int = 0,
+    window: str | None = None,
+    baselines: Sequence[str] = tuple(BASELINES),
+    policy_set: PolicySet | None = None,
+    policy_source: str | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    tty: bool | None = None,
+) -> Simulation:
+    """The whole command: prepare, replay the policy and each baseline, print, write.
+
+    Progress goes to `err` (a bar when `tty`, by default when `err` is a terminal); the summary
+    tables and the files written go to `out`.
+    """
+    started = time.perf_counter()
+    inputs = prepare(
+        trace_path, seed=seed, window=window, policy_set=policy_set, policy_source=policy_source
+    )
+    for line in _inputs_lines(inputs, seed=seed):
+        out.write(line + "\n")
+    out.write("\n")
+    out.flush()
+    specs = run_specs(baselines)
+    results, measurements = run_replays(inputs, specs, seed=seed, err=err, tty=tty)
+    tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
+    figures = figures_for_runs(results, tiers=tier_order)
+    if not plots.available():
+        err.write("plots skipped: matplotlib is not installed\n")
+    files = write_outputs(
+        out_dir,
+        inputs,
+        specs=specs,
+        results=results,
+        figures=figures,
+        measurements=measurements,
+        seed=seed,
+    )
+    wall = time.perf_counter() - started
+    peak = peak_rss_mib()
+    out.write(terminal_summary(figures, measurements))
+    out.write(f"\nwrote {', '.join(str(f) for f in files)}\n")
+    out.write(f"total wall time {wall:.1f} s, peak RSS {peak:,.0f} MiB\n")
+    out.flush()
+    return Simulation(inputs, results, list(figures), measurements, files, wall, peak)

@@ -1,0 +1,304 @@
+"""`quartermaster simulate` end to end, in process: a small synthetic trace, then a few days
+of the real Alibaba trace.
+
+The synthetic trace is 60 jobs over a day (1 to 8 GPUs, 10 minutes to 4 hours), so every run
+takes well under a second; the replay policy is sized to it by default. Runs write into
+tmp_path and read stdout and stderr from StringIO, which is not a terminal: progress is then
+one line per run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import struct
+import zlib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
+from controller.sim import plots
+from controller.sim.engine import BASELINES
+from controller.sim.run import TRACES_ENV, ProgressBar, traces_dir
+from tests.builders import policy_doc, pool_doc, project_doc
+
+ALIBABA = "alibaba_openb_2023.csv.gz"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@cache
+def trace_text(count: int = 60) -> str:
+    pick = random.Random(5)
+    rows = ["job_id,submit_time_s,duration_s,gpus"]
+    for i in range(count):
+        submit = pick.uniform(0, 86400)
+        duration = pick.uniform(600, 4 * 3600)
+        rows.append(f"job-{i},{submit:.0f},{duration:.0f},{pick.choice((1, 2, 4, 8))}")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "synthetic.csv"
+    path.write_text(trace_text(), encoding="utf-8")
+    return path
+
+
+def simulate(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["simulate", *args], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def summary(directory: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((directory / "summary.json").read_text())
+    return loaded
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a well-formed PNG: signature, IHDR first, every chunk's CRC right,
+    IEND last. Raises AssertionError otherwise."""
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE), path
+    at, kinds = len(PNG_SIGNATURE), []
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length : at + 12 + length])
+        assert zlib.crc32(kind + body) == crc, (path, kind)
+        kinds.append(kind)
+        at += 12 + length
+    assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND" and b"IDAT" in kinds, kinds
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+# --------------------------------------------------------------------------- the synthetic trace
+
+
+def test_simulate_writes_the_summaries_and_prints_a_table(trace: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = simulate("--trace", str(trace), "--out", str(out_dir), "--seed", "1")
+    assert code == EXIT_OK, err
+    assert (out_dir / "summary.json").is_file()
+    assert (out_dir / "summary.md").is_file()
+    document = summary(out_dir)
+    assert document["run_order"] == ["policy", *BASELINES]
+    assert document["inputs"]["jobs"] == 60
+    assert document["inputs"]["trace"] == "synthetic.csv"
+    assert document["assignment"]["rule"]["seed"] == 1
+    assert "Deadline hit rate by tier" in out
+    for name in document["run_order"]:
+        assert any(line.startswith(name) for line in out.splitlines()), name
+    assert "total wall time" in out
+    # Off a terminal, progress is one line per run and nothing redrawn.
+    run_lines = [line for line in err.splitlines() if "jobs finished in" in line]
+    assert len(run_lines) == 1 + len(BASELINES)
+    assert "\r" not in err
+    markdown = (out_dir / "summary.md").read_text()
+    assert "## How jobs were assigned" in markdown and "AssignmentRule(seed=1" in markdown
+    assert "wall time" in markdown
+    for run in document["runs"].values():
+        assert run["conservation"]["max_abs_deviation_gpu_seconds"] == 0.0
+
+
+def test_summary_json_is_byte_identical_for_the_same_seed_and_differs_for_another(
+    trace: Path, tmp_path: Path
+) -> None:
+    texts = {}
+    for label, seed in (("first", "3"), ("again", "3"), ("other", "4")):
+        out_dir = tmp_path / label
+        code, _, err = simulate(
+            "--trace", str(trace), "--out", str(out_dir), "--seed", seed, "--baselines", "all-spot"
+        )
+        assert code == EXIT_OK, err
+        texts[label] = (out_dir / "summary.json").read_bytes()
+    assert texts["first"] == texts["again"]
+    assert texts["first"] != texts["other"]
+    assert b"wall" not in texts["first"]
+
+
+def test_the_plots_are_valid_pngs(trace: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    code, _, err = simulate("--trace", str(trace), "--out", str(out_dir))
+    assert code == EXIT_OK, err
+    for name in plots.PLOT_FILES:
+        width, height = png_size(out_dir / name)
+        assert width >= 400 and height >= 300, (name, width, height)
+    assert "![gpus_over_time.png](gpus_over_time.png)" in (out_dir / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("baselines", "runs"),
+    [
+        pytest.param("none", ["policy"], id="none runs the policy alone"),
+        pytest.param(
+            "all-spot,on-demand-only",
+            ["policy", "all-spot", "on-demand-only"],
+            id="a list runs in the order given",
+        ),
+        pytest.param(
+            "reactive,reactive", ["policy", "reactive"], id="a baseline named twice runs once"
+        ),
+    ],
+)
+def test_baselines_choose_the_runs(
+    trace: Path, tmp_path: Path, baselines: str, runs: list[str]
+) -> None:
+    out_dir = tmp_path / "out"
+    code, _, err = simulate("--trace", str(trace), "--out", str(out_dir), "--baselines", baselines)
+    assert code == EXIT_OK, err
+    document = summary(out_dir)
+    assert document["run_order"] == runs
+    relative = document["runs"]["policy"]["cost_percent_of_on_demand_only"]
+    assert (relative is not None) == ("on-demand-only" in runs)
+
+
+def test_a_window_replays_only_its_jobs_from_its_start(trace: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = simulate(
+        "--trace", str(trace), "--out", str(out_dir), "--window", "6h:18h", "--baselines", "none"
+    )
+    assert code == EXIT_OK, err
+    expected = sum(
+        1
+        for line in trace_text().splitlines()[1:]
+        if 6 * 3600 <= float(line.split(",")[1]) < 18 * 3600
+    )
+    document = summary(out_dir)
+    assert document["inputs"]["jobs"] == expected
+    assert document["inputs"]["window"] == {
+        "argument": "6h:18h",
+        "start_seconds": 21600.0,
+        "end_seconds": 64800.0,
+    }
+    assert "6h:18h" in out
+
+
+def test_a_policy_directory_is_replayed_instead_of_the_default(trace: Path, tmp_path: Path) -> None:
+    policy_dir = tmp_path / "policy"
+    policy_dir.mkdir()
+    docs = [
+        policy_doc(pools=[pool_doc(maxGpus=32, onDemand={"floorGpus": 0, "ceilingGpus": 32})]),
+        project_doc("vision"),
+        project_doc("nlp", tier="research"),
+    ]
+    (policy_dir / "policy.yaml").write_text(yaml.safe_dump_all(docs))
+    out_dir = tmp_path / "out"
+    code, _, err = simulate(
+        "--trace", str(trace), "--out", str(out_dir), "--policy", str(policy_dir)
+    )
+    assert code == EXIT_OK, err
+    policy = summary(out_dir)["policy"]
+    assert policy["name"] == "fleet"
+    assert policy["source"] == str(policy_dir)
+    assert [t["name"] for t in policy["tiers"]] == ["production", "research"]
+    assert policy["pools"][0]["max_gpus"] == 32
+
+
+def test_a_bare_trace_name_is_found_in_the_traces_directory(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRACES_ENV, str(trace.parent))
+    monkeypatch.chdir(tmp_path / "..")
+    out_dir = tmp_path / "out"
+    code, _, err = simulate("--trace", trace.name, "--out", str(out_dir), "--baselines", "none")
+    assert code == EXIT_OK, err
+    assert summary(out_dir)["inputs"]["trace"] == trace.name
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        pytest.param(
+            ["--window", "9d:2d"],
+            EXIT_USAGE,
+            "start must be before end",
+            id="a window ending before it starts is a usage error",
+        ),
+        pytest.param(
+            ["--window", "soon"],
+            EXIT_USAGE,
+            "invalid window",
+            id="an unreadable window is a usage error",
+        ),
+        pytest.param(
+            ["--baselines", "cheap"],
+            EXIT_USAGE,
+            "invalid baselines",
+            id="an unknown baseline is a usage error",
+        ),
+        pytest.param(
+            ["--window", "30d:31d"],
+            EXIT_INVALID,
+            "no usable job",
+            id="a window with no jobs cannot be replayed",
+        ),
+        pytest.param(
+            ["--policy", "/nonexistent"],
+            EXIT_INVALID,
+            "no such file",
+            id="a missing policy directory is an error",
+        ),
+    ],
+)
+def test_bad_arguments_exit_non_zero_with_a_message(
+    trace: Path, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    got, _, err = simulate("--trace", str(trace), "--out", str(tmp_path / "out"), *args)
+    assert got == code
+    assert message in err
+
+
+def test_a_missing_trace_is_an_error(tmp_path: Path) -> None:
+    code, _, err = simulate("--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path))
+    assert code == EXIT_INVALID
+    assert "no such file" in err
+
+
+def test_a_negative_seed_is_refused(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "--trace", str(trace), "--seed", "-1"])
+    assert exited.value.code == EXIT_USAGE
+    assert "invalid seed" in capsys.readouterr().err
+
+
+def test_on_a_terminal_the_progress_bar_redraws_in_place() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream, "policy", tty=True)
+    for fraction in (0.0, 0.004, 0.5, 1.0, 1.0):
+        bar.update(fraction)
+    bar.finish("policy done")
+    text = stream.getvalue()
+    assert text.count("\r") == 4, "one redraw per whole percent, then the final line"
+    assert "[" + "#" * 15 + "." * 15 + "]  50 %" in text
+    assert "100 %" in text
+    assert text.endswith("\n")
+    assert text.split("\r")[-1].rstrip() == "policy done", "the bar is replaced, not kept"
+
+
+# --------------------------------------------------------------------------- the real trace
+
+
+def test_a_few_days_of_the_alibaba_trace(tmp_path: Path) -> None:
+    path = traces_dir() / ALIBABA
+    if not path.is_file():
+        pytest.fail(f"{path} is not here (set {TRACES_ENV})")
+    out_dir = tmp_path / "out"
+    code, out, err = simulate("--trace", str(path), "--out", str(out_dir), "--window", "115d:117d")
+    assert code == EXIT_OK, err
+    document = summary(out_dir)
+    assert document["inputs"]["trace"] == ALIBABA
+    assert document["inputs"]["jobs"] > 100
+    assert document["run_order"] == ["policy", *BASELINES]
+    for name, run in document["runs"].items():
+        assert run["jobs"] == document["inputs"]["jobs"], name
+        assert run["conservation"]["max_abs_deviation_gpu_seconds"] == 0.0, name
+        assert run["cost"]["total"] > 0, name
+    assert document["runs"]["on-demand-only"]["cost_percent_of_on_demand_only"] == 100.0
+    assert "Deadline hit rate by tier" in out
