@@ -466,8 +466,12 @@ class Replay:
                 )
             freed = 0
             chosen = []
-            needed = job.gpus - max(
-                self.cohort_total.get(flavor, 0) - self.cohort_usage.get(flavor, 0), 0
+            # A queue outside the cohort only has its own quota to make room in.
+            needed = (
+                job.gpus
+                - max(self.cohort_total.get(flavor, 0) - self.cohort_usage.get(flavor, 0), 0)
+                if queue.share
+                else 0
             )
             if queue.usage.get(flavor, 0) + job.gpus > queue.nominal.get(flavor, 0):
                 needed = max(
@@ -478,6 +482,11 @@ class Replay:
                     break
                 chosen.append(victim)
                 freed += self.jobs[victim].gpus
+            # Like Kueue, give back the victims the last one made unnecessary.
+            for victim in reversed(chosen[:-1]):
+                if freed - self.jobs[victim].gpus >= needed:
+                    chosen.remove(victim)
+                    freed -= self.jobs[victim].gpus
             if chosen and freed >= needed:
                 for victim in chosen:
                     self._stop(victim, reason="preempted")

@@ -12,9 +12,6 @@ Times that follow from the rules, used throughout: a node launched at t is ready
 a job starts when its node is ready and finishes `duration - progress` later; a stopped job
 keeps floor(progress / 1000) x 1000 s of work; an empty node goes 600 s after it empties; a
 replay ends at the last job's finish, and nodes still up then are billed up to it.
-
-Cases marked `KNOWN_BUG` assert the behaviour we want but do not have yet; they are strict
-xfails, so fixing the bug makes them fail until the mark is removed.
 """
 
 from __future__ import annotations
@@ -40,11 +37,6 @@ SPOT_PRICE, ON_DEMAND_PRICE = 1.0, 4.0
 SAMPLE = 250.0
 ALL_SPOT = RunSpec("all-spot", "static", on_demand_fraction=0.0, sample_interval=SAMPLE)
 HALF = RunSpec("half", "static", on_demand_fraction=0.5, sample_interval=SAMPLE)
-
-
-def KNOWN_BUG(reason: str) -> pytest.MarkDecorator:  # noqa: N802 - reads as a marker
-    """A case asserting the right behaviour that the engine does not have yet (see reason)."""
-    return pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)
 
 
 def quota(gpus: int) -> list[Doc]:
@@ -257,11 +249,6 @@ def test_a_higher_priority_job_preempts_within_its_queue_and_the_victim_redoes_w
                 job("high", submit=2000, gpus=12),
             ],
             id="16 GPUs of quota, 12 in use: a 12-GPU job needs only the 8-GPU victim",
-            marks=KNOWN_BUG(
-                "bug: Replay._preempt_for takes victims newest first until enough GPUs are "
-                "freed and keeps them all; Kueue then adds back the victims not needed "
-                "(minimalPreemptions), so `newer` should keep running"
-            ),
         ),
         pytest.param(
             (project_doc("vision", quotas=quota(16), shareCapacity=False), nlp(8)),
@@ -272,11 +259,6 @@ def test_a_higher_priority_job_preempts_within_its_queue_and_the_victim_redoes_w
                 job("high", submit=2000, gpus=8),
             ],
             id="a queue outside the cohort frees only what its own quota lacks",
-            marks=KNOWN_BUG(
-                "bug: Replay._preempt_for sizes what to free by the cohort's free quota even "
-                "for a queue outside the cohort (shareCapacity false): with the cohort full "
-                "it frees the new job's whole size, 8 GPUs, where 4 over its own quota do"
-            ),
         ),
     ],
 )
