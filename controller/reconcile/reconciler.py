@@ -177,18 +177,26 @@ def plan_against_cluster(
         if policy_set.policy.pool(pool) is not None
     }
     rendered = render(policy_set, targets=targets, namespace=namespace)
-    desired = [o for o in rendered.objects if kinds.kind_of(o).group_version in observed.served]
+    desired, unserved = served_split(rendered.objects, observed.served)
+    protected = protected_objects(observed.managed, ClusterValidation(None), _in_use(observed))
+    return make_plan(desired, observed.managed, protected=protected), unserved
+
+
+def served_split(
+    objects: Sequence[KubeObject], served: frozenset[str]
+) -> tuple[list[KubeObject], tuple[str, ...]]:
+    """The objects the cluster can take, and the kinds it does not serve (skipped, reported)."""
+    desired = [o for o in objects if kinds.kind_of(o).group_version in served]
     unserved = sorted(
-        {f"{o['apiVersion']} {o['kind']}" for o in rendered.objects}
+        {f"{o['apiVersion']} {o['kind']}" for o in objects}
         - {f"{o['apiVersion']} {o['kind']}" for o in desired}
     )
+    return desired, tuple(unserved)
+
+
+def _in_use(observed: Observed) -> dict[Ref, int]:
     local_queues = [o for o in observed.managed if o["kind"] == "LocalQueue"]
-    in_use = queues_in_use(observed.workloads, local_queues)
-    protected = {
-        r: ("WorkloadsPresent", f"{count} workload(s) pending in or admitted to it")
-        for r, count in in_use.items()
-    }
-    return make_plan(desired, observed.managed, protected=protected), tuple(unserved)
+    return queues_in_use(observed.workloads, local_queues)
 
 
 class Reconciler:
@@ -365,18 +373,11 @@ class Reconciler:
         rendered: Rendered,
         result: ReconcileResult,
     ) -> None:
-        desired = [o for o in rendered.objects if kinds.kind_of(o).group_version in observed.served]
-        unserved = sorted(
-            {f"{o['apiVersion']} {o['kind']}" for o in rendered.objects}
-            - {f"{o['apiVersion']} {o['kind']}" for o in desired}
-        )
-        result.unserved = tuple(unserved)
-        local_queues = [o for o in observed.managed if o["kind"] == "LocalQueue"]
-        in_use = queues_in_use(observed.workloads, local_queues)
+        desired, result.unserved = served_split(rendered.objects, observed.served)
         plan = make_plan(
             desired,
             observed.managed,
-            protected=protected_objects(observed.managed, validation, in_use),
+            protected=protected_objects(observed.managed, validation, _in_use(observed)),
         )
         result.plan = plan
         result.kept = tuple(show_ref(ref(k.live)) for k in plan.kept)

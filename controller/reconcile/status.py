@@ -18,6 +18,7 @@ from controller.api.types import PoolMix
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.plan import CapacityPlan
 from controller.render.capacity import FlavorQuota
+from controller.timestamps import epoch
 
 MAX_MESSAGE = 1024
 
@@ -232,17 +233,7 @@ def status_changed(live: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
         key not in current or not _close(key, current[key], value) for key, value in status.items()
     ) or any(key not in status for key in current)
 
-
-# ---------------------------------------------------------------------------- capacity state
-
-
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    # ---------------------------------------------------------------------------- capacity state
 
 
 def _stamp(epoch: float | None) -> str | None:
@@ -263,9 +254,9 @@ def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
                 for a in entry.get("assignments") or []
                 if isinstance(a, dict) and a.get("project")
             },
-            raise_since=_epoch(entry.get("raiseSince")),
-            lower_since=_epoch(entry.get("lowerSince")),
-            last_change=_epoch(entry.get("lastChange")),
+            raise_since=epoch(entry.get("raiseSince")),
+            lower_since=epoch(entry.get("lowerSince")),
+            last_change=epoch(entry.get("lastChange")),
             deferred_tiers=tuple(str(t) for t in entry.get("deferredTiers") or []),
         )
     return out
@@ -416,7 +407,7 @@ def _close(key: str, old: Any, new: Any) -> bool:
             return False  # a deadline turning late is always news
         return abs(float(old) - float(new)) <= TOLERANCES[key]
     if key in TIME_FIELDS:
-        a, b = _epoch(old), _epoch(new)
+        a, b = epoch(old), epoch(new)
         if a is not None and b is not None:
             return abs(a - b) <= TIME_TOLERANCE_SECONDS
     if key == "slack":

@@ -19,6 +19,9 @@ from controller.api.policy_set import PolicyError, PolicySet
 from controller.api.semantics import check_policy_set
 from controller.api.types import CapacityPolicy, TrainingProject
 
+ORIGIN = "cluster"
+"""Where errors about live objects come from, in place of a file name."""
+
 ObjectKey = tuple[str, str]
 """(kind, name) of a cluster-scoped policy object."""
 
@@ -38,10 +41,6 @@ class ClusterValidation:
         return self.errors.get((kind, name), ())
 
 
-def _origin(doc: Mapping[str, Any]) -> str:
-    return "cluster"
-
-
 def _age_key(doc: Mapping[str, Any]) -> tuple[str, str]:
     meta = doc.get("metadata") or {}
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
@@ -57,7 +56,7 @@ def validate_cluster(
     policy_name: str | None = None
     for i, doc in enumerate(ordered):
         name = str((doc.get("metadata") or {}).get("name"))
-        obj, doc_errors = parse_document(_origin(doc), dict(doc))
+        obj, doc_errors = parse_document(ORIGIN, dict(doc))
         if i > 0:
             errors[(CapacityPolicy.KIND, name)].append(
                 PolicyError(
@@ -76,7 +75,7 @@ def validate_cluster(
             policy = obj
     parsed: list[TrainingProject] = []
     for doc in projects:
-        obj, doc_errors = parse_document(_origin(doc), dict(doc))
+        obj, doc_errors = parse_document(ORIGIN, dict(doc))
         if isinstance(obj, TrainingProject) and not doc_errors:
             parsed.append(obj)
         else:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from statistics import median
 from typing import Any
 
 from controller import names
 from controller.api.types import GpuPool
+from controller.timestamps import epoch
 
 PRIOR_NODE_HOURS = 200.0
 MIN_LATENCY_OBSERVATIONS = 3
@@ -40,15 +40,6 @@ class PoolStats:
     observed_nodes: int
 
 
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def node_claim_view(obj: Mapping[str, Any]) -> NodeClaimView | None:
     """None for NodeClaims not from one of our NodePools (named `<pool>-<capacity type>`)."""
     meta = obj.get("metadata") or {}
@@ -68,8 +59,8 @@ def node_claim_view(obj: Mapping[str, Any]) -> NodeClaimView | None:
     return NodeClaimView(
         pool=pool,
         capacity_type=capacity_type,
-        created=_epoch(meta.get("creationTimestamp")) or 0.0,
-        ready_at=_epoch(ready.get("lastTransitionTime")) if ready else None,
+        created=epoch(meta.get("creationTimestamp")) or 0.0,
+        ready_at=epoch(ready.get("lastTransitionTime")) if ready else None,
         deleting=bool(meta.get("deletionTimestamp")),
     )
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from controller import names
+from controller.timestamps import epoch
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,6 @@ class WorkloadView:
         """Seconds of useful execution so far (this admission plus earlier ones)."""
         current = now - self.admitted_at if self.admitted_at is not None else 0.0
         return max(current, 0.0) + self.past_execution_seconds
-
-
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -126,7 +117,7 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
 
     def when(type_: str) -> float | None:
         c = conditions.get(type_)
-        return _epoch(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
+        return epoch(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
 
     admission = _map(status.get("admission"))
     flavors = tuple(
@@ -151,7 +142,7 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
         queue=str(spec.get("queueName") or ""),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         gpus=sum(pod_set_gpus(p, gpu_resources) for p in _list(spec.get("podSets"))),
-        created=_epoch(meta.get("creationTimestamp")) or 0.0,
+        created=epoch(meta.get("creationTimestamp")) or 0.0,
         admitted_at=when("Admitted"),
         finished=when("Finished") is not None,
         finished_at=when("Finished"),

@@ -191,6 +191,8 @@ class Replay:
         self.last_activity_time = 0.0
         self._decided_at_activity = -1
         self.not_submitted = len(self.jobs)
+        self.running = 0
+        """Jobs running now, kept as they start and stop: the end-of-run check reads it."""
 
     # ------------------------------------------------------------------ events
     def _push(self, at: float, kind: str, a: int = 0, b: int = 0) -> None:
@@ -411,6 +413,7 @@ class Replay:
         """Stop a running or admitted job, keeping work up to its last checkpoint."""
         job = self.jobs[index]
         if job.state == "running":
+            self.running -= 1
             kept = job.checkpointed(self.now)
             ran = self.now - job.segment_start
             job.used += job.gpus * ran
@@ -605,6 +608,7 @@ class Replay:
 
     def _start(self, index: int) -> None:
         self._touch()
+        self.running += 1
         job = self.jobs[index]
         self.waiting.discard(index)
         job.state = "running"
@@ -649,6 +653,7 @@ class Replay:
             job.used += job.gpus * (self.now - job.segment_start)
             job.progress = job.spec.duration
             job.state, job.finish = "done", self.now
+            self.running -= 1
             self._touch()
             self._free_nodes(a)
             self._release(a)
@@ -750,10 +755,9 @@ class Replay:
         """
         if self.not_submitted or self.waiting:
             return False
-        running = any(j.state == "running" for j in self.jobs)
-        if not self.pending and not running:
+        if not self.pending and not self.running:
             return True
-        return not running and at - self.last_activity_time > 86400
+        return not self.running and at - self.last_activity_time > 86400
 
     def _result(self, wall: float) -> RunResult:
         outcomes = [
