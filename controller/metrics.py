@@ -41,6 +41,8 @@ def counted(decision: Decision) -> bool:
     return decision.target != decision.previous or decision.reason in BINDING_REASONS
 
 
+RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
+"""A pass over 1,000 projects takes seconds; a slow one must still land in a bucket."""
 DURATION_BUCKETS = (300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
 
 
@@ -96,6 +98,13 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.pool_idle_gpus = Gauge(
+            f"{PREFIX}_pool_idle_gpus",
+            "GPUs on Ready nodes of the pool that no running workload uses; the warm pool "
+            "converges when this reaches its target (GPUs).",
+            ["pool"],
+            registry=r,
+        )
         self.forecast_demand_gpus = Gauge(
             f"{PREFIX}_forecast_demand_gpus",
             "Forecast GPU demand over the provisioning horizon, by quantile (GPUs).",
@@ -135,6 +144,7 @@ class Metrics:
         self.reconcile_duration_seconds = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Duration of one full reconcile pass (seconds).",
+            buckets=RECONCILE_BUCKETS,
             registry=r,
         )
         self.reconcile_errors_total = Counter(
@@ -143,6 +153,12 @@ class Metrics:
         self.last_successful_reconcile_timestamp_seconds = Gauge(
             f"{PREFIX}_last_successful_reconcile_timestamp_seconds",
             "When the last reconcile pass succeeded (Unix time, seconds).",
+            registry=r,
+        )
+        self.leader = Gauge(
+            f"{PREFIX}_leader",
+            "1 while this replica holds the Lease and reconciles, else 0; alerts on the "
+            "controller's own view (Prometheus reachable) join on it to ignore the standby.",
             registry=r,
         )
         self.prometheus_up = Gauge(
@@ -179,6 +195,17 @@ class Metrics:
         for labels in previous - set(values):
             gauge.remove(*labels)
         self._seen[key] = set(values)
+
+    def forget_plan(self) -> None:
+        """Drop every series a plan set: a replica that stops leading must not go on exporting
+        the last risks and targets it computed, or alerts taking the max over replicas would
+        keep firing on figures nobody updates any more."""
+        gauges = {g._name: g for g in vars(self).values() if isinstance(g, Gauge)}
+        with self._lock:
+            for name, seen in self._seen.items():
+                for labels in seen:
+                    gauges[name].remove(*labels)
+            self._seen.clear()
 
     def update(self, policy_set: PolicySet, plan: CapacityPlan) -> None:
         tiers = {p.name: p.spec.tier for p in policy_set.projects}
@@ -221,6 +248,7 @@ class Metrics:
             self._set(
                 self.warm_pool_target_gpus, {(p,): float(n) for p, n in plan.warm_targets.items()}
             )
+            self._set(self.pool_idle_gpus, {(p,): gpus for p, gpus in plan.idle_gpus.items()})
             forecasts: dict[tuple[str, ...], float] = {}
             for pool, forecast in plan.forecasts.items():
                 forecasts[(pool, "0.5")] = forecast.p50_gpus

@@ -91,6 +91,8 @@ class ProxiedRequest(NamedTuple):
     status: int
     time: float
     """`time.monotonic()` when the request arrived."""
+    query: str = ""
+    """The query string, without the `?` (`watch=true`, `dryRun=All`, ...)."""
 
 
 def status_body(status: int, reason: str | None = None, message: str = "") -> dict[str, Any]:
@@ -280,9 +282,11 @@ class FaultProxy:
                     return fault
         return None
 
-    def _record(self, method: str, path: str, status: int, received: float) -> None:
+    def _record(
+        self, method: str, path: str, status: int, received: float, query: str = ""
+    ) -> None:
         with self._lock:
-            self._requests.append(ProxiedRequest(method, path, status, received))
+            self._requests.append(ProxiedRequest(method, path, status, received, query))
 
     def _open_upstream(self) -> http.client.HTTPSConnection:
         connection = http.client.HTTPSConnection(
@@ -373,15 +377,15 @@ class _Handler(BaseHTTPRequestHandler):
         proxy = self.server.proxy
         received = time.monotonic()
         method = self.command
-        path = self.path.partition("?")[0]
+        path, _, query = self.path.partition("?")
         body = self._read_body()
         if proxy.refusing:
-            proxy._record(method, path, 0, received)
+            proxy._record(method, path, 0, received, query)
             self.close_connection = True
             return
         fault = proxy._take_fault(method, path)
         if fault is not None:
-            proxy._record(method, path, fault.status, received)
+            proxy._record(method, path, fault.status, received, query)
             self._answer(fault)
             return
         self._forward(method, path, body, received)
@@ -431,6 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, method: str, path: str, body: bytes | None, received: float) -> None:
         proxy = self.server.proxy
+        query = self.path.partition("?")[2]
         upstream: http.client.HTTPSConnection | None = None
         try:
             try:
@@ -441,10 +446,10 @@ class _Handler(BaseHTTPRequestHandler):
                     upstream.sock.settimeout(None)  # a watch may be silent for minutes
             except (OSError, http.client.HTTPException):
                 # Unreachable upstream: drop the client's connection as the server would.
-                proxy._record(method, path, 0, received)
+                proxy._record(method, path, 0, received, query)
                 self.close_connection = True
                 return
-            proxy._record(method, path, response.status, received)
+            proxy._record(method, path, response.status, received, query)
             self._relay(method, response)
         finally:
             if upstream is not None:

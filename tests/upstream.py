@@ -700,3 +700,21 @@ def evaluate_cel_rules(obj: Mapping[str, Any]) -> CelReport:
             elif not (isinstance(result, celtypes.BoolType) and bool(result)):
                 errors.append(f"{where}: {rule.message}")
     return CelReport(errors=errors, evaluated=list(evaluated), not_evaluated=list(not_evaluated))
+
+
+_CLUSTER_SCOPED_BUILTINS = frozenset(
+    {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "CustomResourceDefinition"}
+)
+
+
+def validate_any_builtin(obj: Mapping[str, Any]) -> list[str]:
+    """Errors in any built-in object (Service, Role, NetworkPolicy, ...) against Kubernetes'
+    strict OpenAPI schema, plus metadata syntax; Deployments get the extra checks of
+    `validate_builtin`. For the install manifests, whose kinds the test API server cannot serve.
+    """
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    if (api_version, kind) in _BUILTIN_SCOPES:
+        return validate_builtin(obj)
+    errors = _schema_errors(_builtin_validator(api_version, kind), obj)
+    errors.extend(metadata_errors(obj, namespaced=kind not in _CLUSTER_SCOPED_BUILTINS))
+    return errors

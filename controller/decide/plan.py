@@ -48,6 +48,8 @@ class CapacityPlan:
     """Per pool, GPUs requested by running and pending workloads now."""
     forecasts: Mapping[str, DemandForecast]
     warm_targets: Mapping[str, int]
+    idle_gpus: Mapping[str, float]
+    """Per pool, GPUs on Ready nodes that no running workload uses: what the warm pool holds."""
     boosts: frozenset[tuple[str, str]]
     """(namespace, name) of workloads to boost."""
     cost_per_hour: Mapping[tuple[str, str], float]
@@ -287,12 +289,13 @@ def plan_capacity(
     warm = {
         pool.name: warm_pool_target(
             forecasts[pool.name],
-            capacity_up_gpus=up[pool.name],
+            in_use_gpus=running_by_pool[pool.name],
             min_gpus=pool.warm_pool.min_gpus,
             max_gpus=pool.warm_pool.max_gpus,
         )
         for pool in policy.spec.pools
     }
+    idle = {name: max(gpus - running_by_pool[name], 0.0) for name, gpus in up.items()}
     by_flavor, per_project = _costs(policy_set, workloads, final.by_project)
     exceeded = frozenset(
         project.name
@@ -315,6 +318,7 @@ def plan_capacity(
         demand_gpus={p: running_by_pool[p] + pending_by_pool[p] for p in running_by_pool},
         forecasts=forecasts,
         warm_targets=warm,
+        idle_gpus=idle,
         boosts=frozenset(boosts),
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,

@@ -405,6 +405,7 @@ class KubeClient:
         resource_version: str,
         timeout_seconds: int = 300,
         label_selector: str | None = None,
+        namespace: str | None = None,
         stop: Callable[[], bool] = lambda: False,
     ) -> Generator[WatchEvent, None, None]:
         """Events after `resource_version` until the server ends the watch or `stop()`.
@@ -422,7 +423,7 @@ class KubeClient:
             query["labelSelector"] = label_selector
         response = self._send(
             "GET",
-            kind.path(),
+            kind.path(namespace=namespace),
             query=query,
             timeout=(10.0, timeout_seconds + 10.0),
             stream=True,

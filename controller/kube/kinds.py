@@ -65,6 +65,10 @@ MANAGED_KINDS: tuple[Kind, ...] = (
     DEPLOYMENT,
     SCALED_OBJECT,
 )
+# Managed kinds that live only in the controller's own namespace (the warm pools). They are
+# listed and watched there alone, so the controller needs no cluster-wide rights on
+# Deployments: a ClusterRole that can write any Deployment could run any image anywhere.
+CONTROLLER_NAMESPACE_KINDS: frozenset[Kind] = frozenset({DEPLOYMENT, SCALED_OBJECT})
 _BY_API_KIND = {
     (k.api_version, k.kind): k
     for k in (

@@ -30,6 +30,7 @@ class Watcher(threading.Thread):
         notify: Callable[[str], None],
         stop: threading.Event,
         label_selector: str | None = None,
+        namespace: str | None = None,
         timeout_seconds: int = 60,
         max_backoff_seconds: float = 30.0,
     ) -> None:
@@ -39,6 +40,7 @@ class Watcher(threading.Thread):
         self.notify = notify
         self.stop_event = stop
         self.label_selector = label_selector
+        self.namespace = namespace
         self.timeout_seconds = timeout_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.synced = threading.Event()
@@ -52,7 +54,7 @@ class Watcher(threading.Thread):
             try:
                 if resource_version is None:
                     _, resource_version = self.client.list(
-                        self.kind, label_selector=self.label_selector
+                        self.kind, namespace=self.namespace, label_selector=self.label_selector
                     )
                     self.relists += 1
                     self.synced.set()
@@ -62,6 +64,7 @@ class Watcher(threading.Thread):
                     resource_version=resource_version,
                     timeout_seconds=self.timeout_seconds,
                     label_selector=self.label_selector,
+                    namespace=self.namespace,
                     stop=self.stop_event.is_set,
                 ):
                     version = (event.object.get("metadata") or {}).get("resourceVersion")

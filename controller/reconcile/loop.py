@@ -76,6 +76,7 @@ class Controller:
                 renew_deadline=options.renew_deadline_seconds,
                 retry_period=options.retry_period_seconds,
                 on_started_leading=self._wake.set,
+                on_stopped_leading=self._wake.set,
             )
         self.events = EventRecorder(client, reporting_instance=options.identity)
         self.metrics = Metrics()
@@ -130,6 +131,9 @@ class Controller:
                 notify=self._notify,
                 stop=self.stop_event,
                 label_selector=selector,
+                namespace=(
+                    self.options.namespace if kind in kinds.CONTROLLER_NAMESPACE_KINDS else None
+                ),
             )
             watcher.start()
             self.watchers.append(watcher)
@@ -154,7 +158,10 @@ class Controller:
                 if woken:
                     self.stop_event.wait(self.options.debounce_seconds)
                 self._wake.clear()
-                if not self.is_leader():
+                leading = self.is_leader()
+                self.metrics.leader.set(1.0 if leading else 0.0)
+                if not leading:
+                    self.metrics.forget_plan()
                     continue
                 started = time.monotonic()
                 try:

@@ -166,7 +166,7 @@ def plan_against_cluster(
     raise the controller made is not shown as drift. Returns the plan and the kinds the cluster
     does not serve (skipped, as the controller would skip them).
     """
-    reader = Reconciler(client, may_write=lambda: False)
+    reader = Reconciler(client, namespace=namespace, may_write=lambda: False)
     observed = reader.observe()
     live = next(
         (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
@@ -244,7 +244,11 @@ class Reconciler:
         managed: list[KubeObject] = []
         for kind in kinds.MANAGED_KINDS:
             if kind.group_version in served:
-                items, _ = self.client.list(kind, label_selector=names.MANAGED_SELECTOR)
+                items, _ = self.client.list(
+                    kind,
+                    namespace=self.namespace if kind in kinds.CONTROLLER_NAMESPACE_KINDS else None,
+                    label_selector=names.MANAGED_SELECTOR,
+                )
                 managed.extend(items)
         workloads: list[KubeObject] = []
         if kinds.WORKLOAD.group_version in served:

@@ -42,8 +42,13 @@ def forecast_demand(
 
 
 def warm_pool_target(
-    forecast: DemandForecast, *, capacity_up_gpus: float, min_gpus: int, max_gpus: int
+    forecast: DemandForecast, *, in_use_gpus: float, min_gpus: int, max_gpus: int
 ) -> int:
-    """Idle GPUs to keep up: the upper forecast beyond the capacity already up, within bounds."""
-    wanted = int(np.ceil(max(forecast.p90_gpus - capacity_up_gpus, 0.0)))
+    """Idle GPUs to keep up: the upper forecast beyond what workloads use now, within bounds.
+
+    Measured against GPUs in use rather than GPUs up: the placeholders that hold the warm pool
+    keep nodes up themselves, so a target net of capacity up would fall as soon as the warm pool
+    filled, KEDA would scale the placeholders away, and the pool would oscillate.
+    """
+    wanted = int(np.ceil(max(forecast.p90_gpus - in_use_gpus, 0.0)))
     return min(max(wanted, min_gpus), max_gpus)

@@ -75,10 +75,12 @@ GAUGES = (
     "quartermaster_capacity_target_gpus",
     "quartermaster_spot_ratio",
     "quartermaster_warm_pool_target_gpus",
+    "quartermaster_pool_idle_gpus",
     "quartermaster_forecast_demand_gpus",
     "quartermaster_estimated_cost_dollars_per_hour",
     "quartermaster_last_successful_reconcile_timestamp_seconds",
     "quartermaster_build_info",
+    "quartermaster_leader",
 )
 CONTRACT = (
     *GAUGES,

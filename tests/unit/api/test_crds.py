@@ -30,7 +30,11 @@ EXAMPLES = ROOT / "controller" / "examples"
 def committed_crds() -> dict[str, dict[str, Any]]:
     """The committed CRDs by kind, as the cluster gets them."""
     crds = [yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob("*.yaml"))]
-    return {crd["spec"]["names"]["kind"]: crd for crd in crds}
+    return {
+        crd["spec"]["names"]["kind"]: crd
+        for crd in crds
+        if crd["kind"] == "CustomResourceDefinition"
+    }
 
 
 CRDS = committed_crds()

@@ -247,8 +247,8 @@ NIGHTLY = [workload("nlp-eval", f"eval-{i}", 2, deadline="nightly-eval") for i i
         pytest.param(
             NIGHTLY,
             [claim("a100")],
-            {"a100": 0, "h100": 8},
-            id="a ready 8-GPU node already covers the 6 forecast",
+            {"a100": 6, "h100": 8},
+            id="a ready idle node does not lower the target: the placeholders may be on it",
         ),
         pytest.param(
             NIGHTLY,
@@ -265,6 +265,13 @@ def test_warm_targets(
     world: list[WorkloadView], claims: list[NodeClaimView], want_warm: dict[str, int]
 ) -> None:
     assert plan(world, claims=claims).warm_targets == want_warm
+
+
+def test_idle_gpus_are_ready_node_gpus_no_running_workload_uses() -> None:
+    """Two ready a100 nodes of 8 and one not ready: 16 up; the nightly's 4 GPUs are pending."""
+    got = plan(NIGHTLY, claims=[claim("a100"), claim("a100"), claim("a100", ready=False)])
+
+    assert got.idle_gpus == {"a100": 16.0, "h100": 0.0}
 
 
 @pytest.mark.parametrize("seed", [pytest.param(s, id=f"world {s}") for s in range(5)])

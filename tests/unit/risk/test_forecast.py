@@ -72,27 +72,27 @@ def test_forecast_demand(
 
 
 @pytest.mark.parametrize(
-    ("p90", "up", "min_gpus", "max_gpus", "want"),
+    ("p90", "in_use", "min_gpus", "max_gpus", "want"),
     [
-        pytest.param(20.0, 8.0, 0, 64, 12, id="p90 20 with 8 up: 12 more"),
+        pytest.param(20.0, 8.0, 0, 64, 12, id="p90 20 with 8 in use: 12 more"),
         pytest.param(20.2, 8.0, 0, 64, 13, id="a fraction of a GPU rounds up: 12.2 -> 13"),
-        pytest.param(20.0, 0.0, 0, 64, 20, id="nothing up: the whole p90"),
-        pytest.param(20.0, 32.0, 0, 64, 0, id="more up than the p90: none"),
-        pytest.param(20.0, 32.0, 4, 64, 4, id="more up than the p90, but at least the minimum"),
+        pytest.param(20.0, 0.0, 0, 64, 20, id="nothing in use: the whole p90"),
+        pytest.param(20.0, 32.0, 0, 64, 0, id="more in use than the p90: none"),
+        pytest.param(20.0, 32.0, 4, 64, 4, id="more in use than the p90, but at least the minimum"),
         pytest.param(20.0, 18.0, 4, 64, 4, id="2 wanted is raised to the minimum of 4"),
         pytest.param(200.0, 8.0, 0, 64, 64, id="192 wanted is capped at the maximum of 64"),
         pytest.param(20.0, 8.0, 12, 12, 12, id="minimum equal to maximum pins the target"),
     ],
 )
-def test_warm_pool_target_is_the_p90_beyond_what_is_up_within_bounds(
-    p90: float, up: float, min_gpus: int, max_gpus: int, want: int
+def test_warm_pool_target_is_the_p90_beyond_what_is_in_use_within_bounds(
+    p90: float, in_use: float, min_gpus: int, max_gpus: int, want: int
 ) -> None:
     forecast = DemandForecast("a100", p50_gpus=min(p90, 10.0), p90_gpus=p90, from_history=True)
-    got = warm_pool_target(forecast, capacity_up_gpus=up, min_gpus=min_gpus, max_gpus=max_gpus)
+    got = warm_pool_target(forecast, in_use_gpus=in_use, min_gpus=min_gpus, max_gpus=max_gpus)
     assert (got, type(got)) == (want, int)
 
 
 def test_without_history_the_warm_pool_covers_half_the_pending_queue_again() -> None:
-    """8 running + 8 pending: p90 20; with the 16 asked for already up, 4 more GPUs."""
+    """8 running + 8 pending: p90 20; beyond the 8 in use, 12 GPUs kept idle for them."""
     forecast = forecast_demand("a100", running_gpus=8, pending_gpus=8)
-    assert warm_pool_target(forecast, capacity_up_gpus=16, min_gpus=0, max_gpus=64) == 4
+    assert warm_pool_target(forecast, in_use_gpus=8, min_gpus=0, max_gpus=64) == 12

@@ -1,0 +1,96 @@
+"""What /metrics says after a plan, and after this replica stops leading.
+
+Alerts and dashboards take the max over the two replicas; a standby that went on exporting the
+last plan it computed would keep a risk alert firing on figures nobody updates.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.api.loader import load_policy_set
+from controller.decide.plan import History, plan_capacity
+from controller.metrics import Metrics
+from tests.builders import policy_doc, pool_doc, project_doc
+
+NOW = 1_800_000_000.0
+POLICY_SET = load_policy_set(
+    [
+        ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
+        (
+            "vision.yaml",
+            project_doc(
+                "vision",
+                quotas=[{"pool": "a100", "nominalGpus": 32}],
+                deadlines=[{"name": "release", "at": "2027-03-01T00:00:00Z"}],
+            ),
+        ),
+    ]
+)
+PLAN = plan_capacity(
+    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW
+)
+
+
+def series(metrics: Metrics) -> dict[str, list[dict[str, str]]]:
+    _, _, body = metrics.render()
+    out: dict[str, list[dict[str, str]]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append(dict(sample.labels))
+    return out
+
+
+def test_a_plan_exports_risk_targets_warm_pool_and_idle_gpus() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+
+    got = series(metrics)
+
+    assert got["quartermaster_deadline_risk_ratio"] == [
+        {"project": "vision", "deadline": "release", "tier": "production"}
+    ]
+    assert got["quartermaster_warm_pool_target_gpus"] == [{"pool": "a100"}]
+    assert got["quartermaster_pool_idle_gpus"] == [{"pool": "a100"}]
+    assert {s["capacity_type"] for s in got["quartermaster_capacity_target_gpus"]} == {
+        "on-demand",
+        "spot",
+    }
+
+
+def test_forgetting_the_plan_drops_its_series_and_keeps_the_process_metrics() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+
+    metrics.forget_plan()
+    got = series(metrics)
+
+    for name in (
+        "quartermaster_deadline_risk_ratio",
+        "quartermaster_deadline_slack_seconds",
+        "quartermaster_capacity_target_gpus",
+        "quartermaster_spot_ratio",
+        "quartermaster_warm_pool_target_gpus",
+        "quartermaster_pool_idle_gpus",
+        "quartermaster_queue_pending_workloads",
+    ):
+        assert name not in got, name
+    assert got["quartermaster_build_info"]
+
+
+def test_a_plan_after_forgetting_exports_again() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+    metrics.forget_plan()
+
+    metrics.update(POLICY_SET, PLAN)
+
+    assert series(metrics)["quartermaster_deadline_risk_ratio"]
+
+
+def test_a_new_replica_says_it_does_not_lead_until_the_loop_says_so() -> None:
+    metrics = Metrics()
+
+    assert series(metrics)["quartermaster_leader"] == [{}]
+    _, _, body = metrics.render()
+    assert b"quartermaster_leader 0.0" in body
