@@ -11,11 +11,13 @@ on the policy says why.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import structlog
@@ -42,6 +44,28 @@ class HistoryUnavailableError(Exception):
     """Prometheus could not be asked; the reason is the message."""
 
 
+def redact_url(url: str) -> str:
+    """The URL without a password in its userinfo, for logs, conditions and Events."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:[redacted]@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _scrubbed(text: str, settings: PrometheusSettings) -> str:
+    """`text` with the URL's password and the bearer token taken out, whatever quoted them."""
+    secrets = [urlsplit(settings.url).password or ""]
+    if settings.bearer_token_file:
+        with contextlib.suppress(OSError):
+            secrets.append(Path(settings.bearer_token_file).read_text(encoding="utf-8").strip())
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
 def connect(settings: PrometheusSettings) -> PrometheusConnect:
     """A client with TLS verification on unless switched off, and the bearer token, if any.
 
@@ -63,11 +87,26 @@ def connect(settings: PrometheusSettings) -> PrometheusConnect:
     )
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost reason: requests wraps urllib3's MaxRetryError, which wraps the error that
+    says what went wrong (a refused connection, a certificate that did not verify)."""
+    seen = {id(exc)}
+    while True:
+        inner = getattr(exc, "reason", None)
+        if not isinstance(inner, BaseException) and exc.args:
+            inner = exc.args[0]
+        if not isinstance(inner, BaseException) or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
+
+
 def _vector(client: PrometheusConnect, query: str) -> list[dict[str, Any]]:
     try:
         result: list[dict[str, Any]] = client.custom_query(query)
     except (requests.RequestException, PrometheusApiClientException, ValueError) as exc:
-        raise HistoryUnavailableError(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+        reason = _root_cause(exc)
+        raise HistoryUnavailableError(f"{type(exc).__name__}: {str(reason)[:300]}") from exc
     return result
 
 
@@ -130,8 +169,10 @@ class HistoryReader:
             try:
                 _vector(connect(settings), "vector(1)")
             except (HistoryUnavailableError, OSError) as exc:
-                self.error = str(exc)
-                log.warning("prometheus_unavailable", url=settings.url, error=self.error)
+                self.error = _scrubbed(str(exc), settings)
+                log.warning(
+                    "prometheus_unavailable", url=redact_url(settings.url), error=self.error
+                )
                 return History(
                     available=False,
                     median_runtime=self._last_good.median_runtime,
@@ -143,8 +184,8 @@ class HistoryReader:
         try:
             history = read_history(connect(settings), pools=pools, horizon_seconds=horizon_seconds)
         except (HistoryUnavailableError, OSError) as exc:
-            self.error = str(exc)
-            log.warning("prometheus_unavailable", url=settings.url, error=self.error)
+            self.error = _scrubbed(str(exc), settings)
+            log.warning("prometheus_unavailable", url=redact_url(settings.url), error=self.error)
             return History(
                 available=False,
                 median_runtime=self._last_good.median_runtime,
