@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -17,6 +18,10 @@ from controller.kube.client import KubeClient, KubeError
 from controller.kube.kinds import Kind
 
 log = structlog.get_logger(__name__)
+
+
+SHORT_WATCH_SECONDS = 1.0
+"""A watch ended sooner than this with no event backs off before the next one."""
 
 
 class Watcher(threading.Thread):
@@ -59,6 +64,8 @@ class Watcher(threading.Thread):
                     self.relists += 1
                     self.synced.set()
                     self.notify(self.kind.kind)
+                opened = time.monotonic()
+                events = 0
                 for event in self.client.watch(
                     self.kind,
                     resource_version=resource_version,
@@ -70,8 +77,15 @@ class Watcher(threading.Thread):
                     version = (event.object.get("metadata") or {}).get("resourceVersion")
                     if version:
                         resource_version = str(version)
+                    events += 1
                     if event.type != "BOOKMARK":
                         self.notify(self.kind.kind)
+                if events == 0 and time.monotonic() - opened < SHORT_WATCH_SECONDS:
+                    # A watch the server ends at once without an event is a failure in
+                    # disguise (client-go treats it so); re-watching at once would spin.
+                    self.stop_event.wait(backoff)
+                    backoff = min(backoff * 2, self.max_backoff_seconds)
+                    continue
                 backoff = 0.5
             except KubeError as exc:
                 if exc.gone:
@@ -80,6 +94,9 @@ class Watcher(threading.Thread):
                     continue
                 self.failures += 1
                 delay = backoff + random.uniform(0, backoff / 2)
+                # A throttled watch waits as long as the server asked: eleven watchers coming
+                # back early add to the load that made it throttle.
+                delay = max(delay, exc.retry_after or 0.0)
                 log.warning(
                     "watch_failed",
                     kind=self.kind.kind,

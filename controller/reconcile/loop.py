@@ -65,6 +65,7 @@ class Controller:
         self._wake = threading.Event()
         self._synced_once = False
         self._last_loop = time.monotonic()
+        self._retry_at: float | None = None
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
@@ -152,7 +153,10 @@ class Controller:
         try:
             while not self.stop_event.is_set():
                 self._last_loop = time.monotonic()
-                woken = self._wake.wait(timeout=self.options.resync_seconds)
+                timeout = self.options.resync_seconds
+                if self._retry_at is not None:
+                    timeout = max(0.0, min(timeout, self._retry_at - time.monotonic()))
+                woken = self._wake.wait(timeout=timeout)
                 if self.stop_event.is_set():
                     break
                 if woken:
@@ -163,32 +167,45 @@ class Controller:
                 if not leading:
                     self.metrics.forget_plan()
                     continue
-                started = time.monotonic()
-                try:
-                    result = self.reconciler.reconcile()
-                except NotLeaderError:
-                    log.warning("leadership_lost_mid_reconcile")
-                    continue
-                except KubeError as exc:
-                    self.metrics.reconcile_errors_total.inc()
-                    delay = backoff + random.uniform(0, backoff / 2)
-                    log.error(
-                        "reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2)
-                    )
-                    if self.on_error:
-                        self.on_error(exc)
-                    self.stop_event.wait(delay)
-                    backoff = min(backoff * 2, self.options.max_backoff_seconds)
-                    self._wake.set()
-                    continue
-                backoff = 1.0
-                self._synced_once = True
-                self.metrics.reconcile_duration_seconds.observe(time.monotonic() - started)
-                self.metrics.last_successful_reconcile_timestamp_seconds.set(time.time())
-                if self.on_result:
-                    self.on_result(result)
+                backoff = self._pass(backoff)
         finally:
             self.shutdown()
+
+    def _pass(self, backoff: float) -> float:
+        """One reconcile pass as leader; returns the backoff for the next failure."""
+        started = time.monotonic()
+        try:
+            result = self.reconciler.reconcile()
+        except NotLeaderError:
+            log.warning("leadership_lost_mid_reconcile")
+            return backoff
+        except KubeError as exc:
+            self.metrics.reconcile_errors_total.inc()
+            delay = backoff + random.uniform(0, backoff / 2)
+            log.error("reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2))
+            if self.on_error:
+                self.on_error(exc)
+            self.stop_event.wait(delay)
+            self._wake.set()
+            return min(backoff * 2, self.options.max_backoff_seconds)
+        if result.failed:
+            # Objects the server refused (or could not find while it restarted) are retried
+            # with backoff, not left for the next resync.
+            delay = backoff + random.uniform(0, backoff / 2)
+            log.warning(
+                "reconcile_incomplete", failed=len(result.failed), retry_in_seconds=round(delay, 2)
+            )
+            self._retry_at = time.monotonic() + delay
+            backoff = min(backoff * 2, self.options.max_backoff_seconds)
+        else:
+            self._retry_at = None
+            backoff = 1.0
+        self._synced_once = True
+        self.metrics.reconcile_duration_seconds.observe(time.monotonic() - started)
+        self.metrics.last_successful_reconcile_timestamp_seconds.set(time.time())
+        if self.on_result:
+            self.on_result(result)
+        return backoff
 
     def _start_with_retry(self, start: Callable[[], None]) -> None:
         backoff = 1.0

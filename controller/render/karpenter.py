@@ -1,8 +1,9 @@
 """Karpenter NodePools (karpenter.sh/v1): one per pool and capacity type.
 
-The GPU limit of each NodePool is its side of the pool's mix, so Karpenter can never launch
-more on-demand GPUs than the controller chose. Spot NodePools weigh more, so Karpenter tries
-them first. Disruption only removes empty nodes and never drifts a node out from under a
+The GPU limit of each NodePool is its side of the pool's mix rounded up to whole nodes, so
+Karpenter can never launch more on-demand nodes than the controller chose, and can always launch
+the node that serves the last GPU of quota Kueue admits. Spot NodePools weigh more, so Karpenter
+tries them first. Disruption only removes empty nodes and never drifts a node out from under a
 running job: a training run that loses its node loses the work since its last checkpoint.
 """
 
@@ -48,6 +49,13 @@ def _taints(pool: GpuPool, capacity_type: str) -> list[dict[str, str]]:
     return taints
 
 
+def whole_nodes(gpus: int, per_node: int) -> int:
+    """GPUs rounded up to whole nodes. The flavor quota stays exact; the NodePool limit must
+    let Karpenter launch the node that serves its last GPUs: 7 GPUs of on-demand quota on 8-GPU
+    nodes need a limit of 8, or the 7th GPU's workload waits for a node that is never made."""
+    return -(-gpus // per_node) * per_node
+
+
 def node_pools(policy_set: PolicySet, mixes: tuple[PoolMix, ...]) -> list[KubeObject]:
     policy = policy_set.policy
     by_pool = {m.pool: m for m in mixes}
@@ -55,7 +63,10 @@ def node_pools(policy_set: PolicySet, mixes: tuple[PoolMix, ...]) -> list[KubeOb
     for pool in policy.spec.pools:
         mix = by_pool[pool.name]
         for capacity_type in names.CAPACITY_TYPES:
-            gpus = mix.spot_gpus if capacity_type == names.SPOT else mix.on_demand_gpus
+            gpus = whole_nodes(
+                mix.spot_gpus if capacity_type == names.SPOT else mix.on_demand_gpus,
+                pool.gpus_per_node,
+            )
             out.append(
                 {
                     "apiVersion": API_VERSION,

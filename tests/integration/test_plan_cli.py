@@ -33,7 +33,8 @@ REPO_ROOT = Path(__file__).parents[2]
 UNSERVED = "? not served by the cluster, skipped: apps/v1 Deployment"
 IN_SYNC = "No changes: the cluster matches the policy."
 # The example's a100 pool: 16 on-demand GPUs (its floor) and 108 on spot (README, `make demo`).
-A100_SPOT_GPUS = 108
+A100_SPOT_GPUS = 112
+"""The a100 spot NodePool limit: 108 GPUs of spot quota, rounded up to whole 8-GPU nodes."""
 
 Document = dict[str, Any]
 
@@ -178,7 +179,7 @@ class TestExitCodes:
             "+ create LocalQueue/new-team/new-team",
             "+ create LocalQueue/new-team-dev/new-team",
             # Its 8 a100 GPUs go to spot, beyond the pool's on-demand floor.
-            *a100_spot_change(A100_SPOT_GPUS + 8),
+            *a100_spot_change(120),  # 116 GPUs of quota on whole nodes
             UNSERVED,
             "Plan: 3 to create, 1 to update, 0 to prune, 0 kept.",
         ]
@@ -190,7 +191,7 @@ class TestExitCodes:
         run = run_plan(policy_dir, kubeconfig)
         assert (run.code, run.stderr) == (2, [])
         assert run.stdout == [
-            *a100_spot_change(A100_SPOT_GPUS - 4),
+            *a100_spot_change(104),
             "- prune  LocalQueue/interns/interns",
             "- prune  ClusterQueue/interns",
             UNSERVED,
@@ -211,7 +212,7 @@ class TestExitCodes:
         run = run_plan(policy_dir, kubeconfig)
         assert (run.code, run.stderr) == (2, [])
         assert run.stdout == [
-            *a100_spot_change(A100_SPOT_GPUS - 4),  # the pool still shrinks
+            *a100_spot_change(104),  # the pool still shrinks
             *keep,
             UNSERVED,
             "Plan: 0 to create, 1 to update, 0 to prune, 2 kept.",

@@ -57,14 +57,14 @@ def test_one_node_pool_per_pool_and_capacity_type_in_policy_order() -> None:
             id="an even split and an all-spot pool",
         ),
         pytest.param(
-            (PoolMix("a100", on_demand_gpus=64, spot_gpus=0), PoolMix("h100", 12, 4)),
-            {"a100-spot": 0, "a100-on-demand": 64, "h100-spot": 4, "h100-on-demand": 12},
+            (PoolMix("a100", on_demand_gpus=64, spot_gpus=0), PoolMix("h100", 16, 8)),
+            {"a100-spot": 0, "a100-on-demand": 64, "h100-spot": 8, "h100-on-demand": 16},
             id="an all-on-demand pool gets a spot limit of zero",
         ),
         pytest.param(
             (PoolMix("a100", on_demand_gpus=0, spot_gpus=0), PoolMix("h100", 3, 97)),
-            {"a100-spot": 0, "a100-on-demand": 0, "h100-spot": 97, "h100-on-demand": 3},
-            id="an empty pool can launch nothing and uneven numbers pass through unchanged",
+            {"a100-spot": 0, "a100-on-demand": 0, "h100-spot": 104, "h100-on-demand": 8},
+            id="an empty pool can launch nothing and part-node limits round up to whole nodes",
         ),
     ],
 )
