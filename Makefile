@@ -8,10 +8,10 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench bench-sim clean
+.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench bench-sim soak clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ controlplane: setup ## build (once, ~4 min) or reuse the test API server and etc
 prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into ~/.cache/quartermaster
 	$(PY) -m controller.testenv.prometheus
 
+.PHONY: kustomize
+kustomize: setup ## fetch (once, ~7 MB) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
+	$(PY) -m controller.testenv.kustomize
+
 demo: controlplane ## validate and render the example policy, then run the controller on a real API server
 	$(BIN)/quartermaster validate
 	$(BIN)/quartermaster render -o out/example-rendered.yaml
@@ -36,6 +40,13 @@ demo: controlplane ## validate and render the example policy, then run the contr
 	@echo "--- the controller against a real API server (the first run builds it: about 4 minutes)"
 	$(PY) -m e2e.demo
 
+.PHONY: e2e e2e-kind
+e2e: controlplane prometheus ## the e2e scenario here: risk rises, the mix and NodePool limits move, and fall back
+	$(PY) -m e2e.scenario --local --json out/e2e/timeline.json
+
+e2e-kind: setup kustomize ## the same scenario on a kind cluster with Kueue 0.19.2, KEDA, Prometheus (needs Docker)
+	PY=$(PY) e2e/kind.sh
+
 lint: setup ## ruff lint and format check
 	$(BIN)/ruff check controller tests bench e2e
 	$(BIN)/ruff format --check controller tests bench e2e
@@ -43,7 +54,7 @@ lint: setup ## ruff lint and format check
 typecheck: setup ## mypy --strict
 	$(BIN)/mypy
 
-unit: controlplane prometheus ## the test suite only (unit and integration)
+unit: controlplane prometheus kustomize ## the test suite only (unit and integration)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit ## everything CI runs: lint, type checks, all tests
@@ -62,6 +73,9 @@ bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 
 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
+
+soak: controlplane prometheus ## the controller as a process under 10 min of Workload churn: RSS, writes, latency
+	$(PY) bench/soak.py
 
 clean: ## remove the venv and generated output
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

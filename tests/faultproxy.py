@@ -345,6 +345,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked responses, as the client expects
+    disable_nagle_algorithm = True  # else every small response waits ~40 ms for a delayed ACK
     server: _Server
 
     # BaseHTTPRequestHandler dispatches on `do_<METHOD>`; every verb is proxied the same way.

@@ -45,8 +45,59 @@ PolicyObject = CapacityPolicy | TrainingProject
 _TOP_LEVEL_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 
 
+MAX_DEPTH = 64
+"""Nesting levels a document may have; a policy needs about ten."""
+MAX_EXPANDED_NODES = 200_000
+"""Nodes a document may have once its aliases are expanded (a 1,000-project policy has
+~10,000 per document): an 800-byte "billion laughs" file expands to 10**9."""
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: timestamps stay strings, duplicate keys are errors."""
+    """YAML as Kubernetes reads it: timestamps stay strings, duplicate keys are errors, and a
+    document nested too deep or whose aliases expand too far is refused before it is built."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> yaml.Node | None:
+        node: yaml.Node | None = super().compose_document()
+        if node is not None and _expanded_size(node, {}) > MAX_EXPANDED_NODES:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases expand this document beyond {MAX_EXPANDED_NODES} nodes",
+                node.start_mark,
+            )
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Nodes in the document with every alias expanded, counted once per shared node."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes) for child in node.value)
+    sizes[id(node)] = size
+    return size
 
 
 _Loader.yaml_implicit_resolvers = {

@@ -560,12 +560,19 @@ def _raise(
         else Reason.RISK_ABOVE_THRESHOLD
     )
     detail = ", ".join(f"{p} {s}" for p, s in sorted(assignments.items()))
+    if target < previous and reason == Reason.RISK_ABOVE_THRESHOLD:
+        # Projects safe again hand back more than the ones at risk take: the pool goes down,
+        # and says so (a step down counted as a raise would mislead the dashboards).
+        action, reason = Action.LOWER, Reason.RISK_CLEARED
+    else:
+        action = Action.RAISE
     return decision(
-        Action.RAISE,
+        action,
         reason,
         target,
-        f"risk {inputs['worst_risk']:.2f} above {settings.raise_threshold}: {previous} -> "
-        f"{target} on-demand (needed {needed}; for {detail or 'no project'})"
+        f"risk {inputs['worst_risk']:.2f} above {settings.raise_threshold}"
+        + (", others safe again" if action == Action.LOWER else "")
+        + f": {previous} -> {target} on-demand (needed {needed}; for {detail or 'no project'})"
         + (f"; budget binds for {', '.join(budget_bound)}" if budget_bound else "")
         + (f"; ceiling {ceiling} binds, tier {deferred[0]} deferred" if deferred else ""),
         # The window starts again: the next step waits to see what this one changed, rather

@@ -88,6 +88,8 @@ class Watcher(threading.Thread):
                     continue
                 backoff = 0.5
             except KubeError as exc:
+                if self.stop_event.is_set():
+                    return  # our own shutdown cut the watch: nothing failed
                 if exc.gone:
                     log.info("watch_expired", kind=self.kind.kind)
                     resource_version = None

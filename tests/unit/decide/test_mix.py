@@ -614,6 +614,18 @@ TWO_TIERS = load(
             state(24, {"vision": 24}, lower_since=PAST_WINDOW),
             id="a pool at its floor has nothing to lower",
         ),
+        pytest.param(
+            Given(
+                state(24, {"vision": 24}, raise_since=PAST_WINDOW),
+                {"vision": release((0, 0.04)), "nlp": AT_RISK},
+                load(project(), project("nlp")),
+            ),
+            Action.LOWER,
+            Reason.RISK_CLEARED,
+            12,
+            state(12, {"nlp": 12}, raise_since=NOW, last_change=NOW),
+            id="at risk, but a safe project hands back more than the other takes: a Lower",
+        ),
     ],
 )
 def test_decide_pool(
