@@ -8,14 +8,13 @@ objects from the API server.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from controller.api.parse import FieldError, parse_object
+from controller.api.parse import FieldError, go_pattern, parse_object, show
 from controller.api.parse import wrong_type as _wrong_type
 from controller.api.policy_set import InvalidPolicyError, PolicyError, PolicySet
 from controller.api.semantics import check_policy_set
@@ -31,7 +30,7 @@ from controller.api.types import (
 POLICY_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DOCUMENTS = 20000
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = go_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KINDS: dict[str, type[CapacityPolicy] | type[TrainingProject]] = {
     "CapacityPolicy": CapacityPolicy,
     "TrainingProject": TrainingProject,
@@ -110,6 +109,10 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a scalar", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -164,6 +167,13 @@ def read_documents(path: Path) -> tuple[list[tuple[str, Any]], list[PolicyError]
         except UnicodeDecodeError as exc:
             errors.append(PolicyError(label, "file", "", "-", f"not UTF-8 text: {exc.reason}"))
             continue
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            # PyYAML's constructors raise these for a tag on a value it cannot hold
+            # (`!!int sixteen`, `!!bool maybe`), or an integer of more than 4,300 digits.
+            errors.append(
+                PolicyError(label, "file", "", "-", f"invalid YAML: {str(exc)[:200] or exc!r}")
+            )
+            continue
         documents.extend(
             (f"{label}#{i}" if len(loaded) > 1 else label, doc)
             for i, doc in enumerate(loaded, start=1)
@@ -190,7 +200,7 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
     metadata = doc.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     shown_name = name if isinstance(name, str) else ""
-    if kind not in _KINDS:
+    if not isinstance(kind, str) or kind not in _KINDS:
         reason = "required field is missing" if kind is None else f"unsupported kind {kind!r}"
         return None, [
             PolicyError(
@@ -207,7 +217,9 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
         return PolicyError(origin, kind, shown_name, path, message)
 
     errors: list[PolicyError] = [
-        error(str(key), "unknown field") for key in doc if key not in _TOP_LEVEL_FIELDS
+        error(key if isinstance(key, str) and key else show(key), "unknown field")
+        for key in doc
+        if key not in _TOP_LEVEL_FIELDS
     ]
     api_version = doc.get("apiVersion")
     if api_version is None:
@@ -222,7 +234,7 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
         errors.append(error("metadata.name", "required field is missing"))
     elif not isinstance(name, str):
         errors.append(error("metadata.name", _wrong_type("string", name)))
-    elif len(name) > 63 or not _NAME.match(name):
+    elif len(name) > 63 or not _NAME.search(name):
         errors.append(
             error(
                 "metadata.name",

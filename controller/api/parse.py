@@ -50,9 +50,21 @@ T = TypeVar("T")
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
+def go_pattern(pattern: str) -> re.Pattern[str]:
+    """A CRD `pattern` as the API server's Go regexp reads it: a final `$` is the end of the
+    text. Python's `$` also matches before a final newline, which would let a name written as
+    a YAML block scalar ("vision\\n") through the loader that the API server refuses."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
 def show(value: Any) -> str:
     """A value as a user wrote it, short enough for one line of output."""
-    text = json.dumps(value, default=str, sort_keys=True)
+    try:
+        text = json.dumps(value, default=str, sort_keys=True)
+    except (TypeError, ValueError):  # keys of mixed types cannot be sorted, nor tuples written
+        text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -163,7 +175,7 @@ def _enum_parser(enum_type: type[enum.Enum]) -> Parser:
 
 
 def _string_parser(spec: FieldSpec) -> Parser:
-    pattern = re.compile(spec.pattern) if spec.pattern else None
+    pattern = go_pattern(spec.pattern) if spec.pattern else None
     reason = spec.pattern_reason or f"must match {spec.pattern}"
 
     def parse(value: Any, path: str, errors: list[FieldError]) -> Any:
@@ -183,7 +195,7 @@ def _string_parser(spec: FieldSpec) -> Parser:
                 FieldError(path, f"must be at most {spec.max_length} characters, got {len(value)}")
             )
             return INVALID
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.search(value):
             errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
             return INVALID
         return value
@@ -201,10 +213,16 @@ def _number_parser(kind: Kind, spec: FieldSpec) -> Parser:
         if isinstance(value, bool) or not isinstance(value, int | float):
             errors.append(FieldError(path, wrong_type(kind.value, value)))
             return INVALID
+        if kind is Kind.INTEGER and isinstance(value, float) and value.is_integer():
+            value = int(value)  # 1000.0 is an integer to the API server, which stores 1000
         if kind is Kind.INTEGER and not isinstance(value, int):
             errors.append(FieldError(path, wrong_type("integer", value)))
             return INVALID
-        if not math.isfinite(value):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer beyond any float
+            finite = False
+        if not finite:
             errors.append(FieldError(path, f"must be a finite number, got {show(value)}"))
             return INVALID
         if spec.minimum is not None:
@@ -235,13 +253,14 @@ def _number_parser(kind: Kind, spec: FieldSpec) -> Parser:
     return parse
 
 
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_RFC3339 = go_pattern(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+"""Upper-case T and Z only: the API server's date-time format refuses 't' and 'z'."""
 
 
 def _parse_datetime(value: Any, path: str, errors: list[FieldError]) -> Any:
     """RFC 3339 exactly, as the API server's `format: date-time` accepts it."""
     reason = "must be an RFC 3339 time with a time zone, such as 2026-12-01T18:00:00Z"
-    if not isinstance(value, str) or not _RFC3339.match(value):
+    if not isinstance(value, str) or not _RFC3339.search(value):
         errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
         return INVALID
     try:
@@ -249,7 +268,11 @@ def _parse_datetime(value: Any, path: str, errors: list[FieldError]) -> Any:
     except ValueError:
         errors.append(FieldError(path, f"invalid value {show(value)}: {reason}"))
         return INVALID
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        errors.append(FieldError(path, f"invalid value {show(value)}: out of the range of dates"))
+        return INVALID
 
 
 def _array_parser(hint: Any, spec: FieldSpec) -> Parser:
@@ -305,8 +328,8 @@ def _array_parser(hint: Any, spec: FieldSpec) -> Parser:
     return parse
 
 
-_LABEL_KEY = re.compile(QUALIFIED_NAME)
-_LABEL_VALUE = re.compile(LABEL_VALUE)
+_LABEL_KEY = go_pattern(QUALIFIED_NAME)
+_LABEL_VALUE = go_pattern(LABEL_VALUE)
 
 
 def _map_parser(spec: FieldSpec) -> Parser:
@@ -324,13 +347,13 @@ def _map_parser(spec: FieldSpec) -> Parser:
         ok = True
         for key, item in value.items():
             at = f"{path}.{key}"
-            if not isinstance(key, str) or len(key) > 316 or not _LABEL_KEY.match(key):
+            if not isinstance(key, str) or len(key) > 316 or not _LABEL_KEY.search(key):
                 errors.append(FieldError(at, f"invalid key {show(key)}: {QUALIFIED_NAME_REASON}"))
                 ok = False
             elif not isinstance(item, str):
                 errors.append(FieldError(at, wrong_type("string", item)))
                 ok = False
-            elif len(item) > 63 or not _LABEL_VALUE.match(item):
+            elif len(item) > 63 or not _LABEL_VALUE.search(item):
                 errors.append(FieldError(at, f"invalid value {show(item)}: {LABEL_VALUE_REASON}"))
                 ok = False
         return dict(value) if ok else INVALID

@@ -103,7 +103,7 @@ def _check_project(
         if deadline.time_zone is not None:
             try:
                 zoneinfo.ZoneInfo(deadline.time_zone)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # "Europe" is a folder
                 yield error(
                     f"spec.deadlines[{i}].timeZone", f"unknown time zone {deadline.time_zone!r}"
                 )

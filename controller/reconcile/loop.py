@@ -179,10 +179,17 @@ class Controller:
         except NotLeaderError:
             log.warning("leadership_lost_mid_reconcile")
             return backoff
-        except KubeError as exc:
+        except Exception as exc:  # the top of the loop: log, back off, go on
+            # A bug hit by one object's content must not stop the controller for every team;
+            # KubeErrors are the expected kind, anything else is logged with its traceback.
             self.metrics.reconcile_errors_total.inc()
             delay = backoff + random.uniform(0, backoff / 2)
-            log.error("reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2))
+            if isinstance(exc, KubeError):
+                log.error(
+                    "reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2)
+                )
+            else:
+                log.exception("reconcile_crashed", retry_in_seconds=round(delay, 2))
             if self.on_error:
                 self.on_error(exc)
             self.stop_event.wait(delay)

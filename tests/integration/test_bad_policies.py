@@ -16,9 +16,9 @@ row of the table is one mistake a person plausibly makes, with:
 The unit table in tests/unit/api/test_validation.py pins the loader's exact messages; this table
 uses other fields and other slips, and adds the server's side.
 
-Rows with a `*_bug` reason are strict xfails: they assert the behaviour we want and the code
-does not have yet, for the reason given. The module ends with two checks of where loader and
-server disagree, and with objects larger than the server takes.
+Rows with a `*_bug` reason would be strict xfails: the behaviour we want that the code does not
+have yet (none now: the bugs this table found are fixed). The module ends with two checks of
+where loader and server disagree, and with objects larger than the server takes.
 """
 
 from __future__ import annotations
@@ -416,11 +416,6 @@ TABLE: dict[str, Bad] = {
         "spec.deadlines[0].timeZone",
         "unknown time zone",
         Accepted("spec.deadlines[0].timeZone"),
-        loader_bug="semantics._check_project catches ZoneInfoNotFoundError and ValueError, but "
-        "ZoneInfo('Europe') opens tzdata's Europe/ directory and raises IsADirectoryError, "
-        "which escapes `quartermaster validate` as a traceback",
-        live_bug="the same IsADirectoryError escapes validate_cluster, and the reconcile loop "
-        "catches only KubeError: one project the API server accepted stops the controller",
     ),
     # ------------------------------------------------------------------ deadlines (date-time)
     "a deadline with a space between date and time": Bad(
@@ -470,9 +465,6 @@ TABLE: dict[str, Bad] = {
         "spec.deadlines[0].at",
         "RFC 3339",
         Refused("spec.deadlines[0]"),
-        loader_bug="parse._RFC3339 accepts [Tt] and [Zz], but the API server refuses a lower-case "
-        "t (its CEL date-time conversion fails), so `quartermaster validate` passes a project "
-        "kubectl apply refuses",
     ),
     "a deadline with only a time zone": Bad(
         in_project("spec.deadlines", deadline(timeZone="Europe/Berlin")),
@@ -725,17 +717,12 @@ TABLE: dict[str, Bad] = {
         "spec.namespaces[0]",
         "RFC 1123 label",
         Refused("spec.namespaces[0]"),
-        loader_bug="the loader matches patterns with re.match and a trailing $, which in Python "
-        "also matches before a final newline; the API server's RE2 does not, so 'vision\\n' "
-        "passes `quartermaster validate` (and would name a LocalQueue's namespace)",
     ),
     "a project name with a trailing newline": Bad(
         in_project("metadata.name", "vision\n"),
         "metadata.name",
         "RFC 1123 label",
         Refused("metadata.name"),
-        loader_bug="loader._NAME is matched with re.match and $, so 'vision\\n' is taken as a "
-        "valid object name; the API server refuses it",
     ),
     # ------------------------------------------------------------------ missing required fields
     "a pool without zones": Bad(
@@ -1037,13 +1024,6 @@ def test_the_cli_exits_non_zero_naming_file_document_and_field(name: str, tmp_pa
 # --------------------------------------------------------------------------- loader vs server
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="parse._number_parser refuses a float for an integer field even when it is integral; "
-    "the API server accepts priority: 1000.0 and stores 1000, so `quartermaster validate` "
-    "refuses a policy kubectl applies",
-)
 def test_an_integral_float_is_an_integer_to_the_loader_as_to_the_api_server(
     kube: KubeClient, tmp_path: Path
 ) -> None:
@@ -1054,14 +1034,6 @@ def test_an_integral_float_is_an_integer_to_the_loader_as_to_the_api_server(
     assert [str(e) for e in loader_errors(tmp_path)] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="parse._parse_datetime converts to UTC with astimezone, which overflows past year "
-    "9999 (and before year 1); the API server stores 9999-12-31T23:59:59-01:00, and the "
-    "OverflowError escapes parse_document and the reconcile loop (which catches only "
-    "KubeError), so one project stops the controller for every team",
-)
 def test_a_far_future_deadline_the_server_stores_does_not_stop_the_controller(
     kube: KubeClient,
 ) -> None:
