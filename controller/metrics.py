@@ -27,6 +27,7 @@ from controller import __version__
 from controller.api.policy_set import PolicySet
 from controller.decide.mix import Decision, Reason
 from controller.decide.plan import CapacityPlan
+from controller.render.karpenter import whole_nodes
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the series count for nothing
 
@@ -157,7 +158,7 @@ class Metrics:
         )
         self.leader = Gauge(
             f"{PREFIX}_leader",
-            "1 while this replica holds the Lease and reconciles, else 0; alerts on the "
+            "1 when this replica holds the Lease and reconciles, else 0; alerts on the "
             "controller's own view (Prometheus reachable) join on it to ignore the standby.",
             registry=r,
         )
@@ -238,9 +239,12 @@ class Metrics:
             )
             targets: dict[tuple[str, ...], float] = {}
             ratios: dict[tuple[str, ...], float] = {}
+            per_node = {pool.name: pool.gpus_per_node for pool in policy_set.policy.spec.pools}
             for mix in plan.rendered.mix:
-                targets[(mix.pool, "on-demand")] = mix.on_demand_gpus
-                targets[(mix.pool, "spot")] = mix.spot_gpus
+                # What the NodePools may provision: the mix on whole nodes, as rendered.
+                node = per_node.get(mix.pool, 1)
+                targets[(mix.pool, "on-demand")] = whole_nodes(mix.on_demand_gpus, node)
+                targets[(mix.pool, "spot")] = whole_nodes(mix.spot_gpus, node)
                 total = mix.on_demand_gpus + mix.spot_gpus
                 ratios[(mix.pool,)] = mix.spot_gpus / total if total else 0.0
             self._set(self.capacity_target_gpus, targets)

@@ -43,6 +43,7 @@ from controller.decide.mix import Action, Reason
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.render.desired import render
+from controller.render.karpenter import whole_nodes
 from controller.render.keda import warm_pool_query
 from controller.testenv.controlplane import ControlPlane, free_ports
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
@@ -338,8 +339,13 @@ def test_the_values_prometheus_holds_are_what_the_controller_did(running: Runnin
     spot = int(nodepool["spec"]["limits"][GPU])
     selector = f'job="{JOB}",pool="{POOL}"'
     assert one(f'quartermaster_capacity_target_gpus{{{selector},capacity_type="spot"}}') == spot
+    # The ratio is of the exact split (the status's mix); the limits are it on whole nodes.
+    policy = running.kube.get(kinds.CAPACITY_POLICY, POLICY)
+    assert policy is not None
+    split = next(m for m in policy["status"]["mix"] if m["pool"] == POOL)["spotGpus"]
+    assert whole_nodes(split, 8) == spot
     assert one(f"quartermaster_spot_ratio{{{selector}}}") == pytest.approx(
-        spot / (spot + FLOOR + STEP)
+        split / (split + FLOOR + STEP)
     )
     queue = f'job="{JOB}",cluster_queue="{PROJECT}"'
     assert one(f"quartermaster_queue_pending_workloads{{{queue}}}") == WORKLOADS
