@@ -60,7 +60,7 @@ from controller.render.desired import render
 from controller.testenv.controlplane import ControlPlane, free_ports
 from tests.faultproxy import Fault, FaultProxy, _Handler, _shutdown, client_for, status_body
 from tests.integration.conftest import CLEANED_KINDS, new_client
-from tests.integration.test_controller_faults import RunningController, options
+from tests.integration.test_controller_faults import RunningController, live_managed, options
 from tests.integration.test_metrics_prometheus import policy_documents, workload
 from tests.integration.test_reconcile import apply_doc, example_documents
 
@@ -344,16 +344,6 @@ def policy_set_of(documents: Documents) -> PolicySet:
 
 
 # ------------------------------------------------------------------ what the cluster holds
-def live_managed(kube: KubeClient) -> list[dict[str, Any]]:
-    served = kube.served_group_versions()
-    items: list[dict[str, Any]] = []
-    for kind in kinds.MANAGED_KINDS:
-        if kind.group_version in served:
-            listed, _ = kube.list(kind, label_selector=names.MANAGED_SELECTOR)
-            items.extend(listed)
-    return items
-
-
 def condition_of(obj: Mapping[str, Any], type_: str) -> tuple[str, str]:
     for c in (obj.get("status") or {}).get("conditions") or []:
         if c.get("type") == type_:
