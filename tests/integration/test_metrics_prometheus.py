@@ -48,6 +48,7 @@ from controller.render.keda import warm_pool_query
 from controller.testenv.controlplane import ControlPlane, free_ports
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
 from tests.integration.conftest import delete_everything, new_client
+from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_reconcile import apply_doc, example_documents
 
 REPO_ROOT = Path(__file__).parents[2]
@@ -121,41 +122,7 @@ def wait_for(
 
 def workload(index: int) -> dict[str, Any]:
     """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours."""
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": f"pretrain-job-{index}",
-            "namespace": "llm",
-            "labels": {names.LABEL_DEADLINE: DEADLINE},
-            "annotations": {
-                names.ANNOTATION_EXPECTED_DURATION: str(30 * 3600),
-                names.ANNOTATION_CHECKPOINT_INTERVAL: str(4 * 3600),
-            },
-        },
-        "spec": {
-            "queueName": PROJECT,
-            "priority": 100000,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 2,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "trainer:1",
-                                    "resources": {"requests": {GPU: "8"}},
-                                }
-                            ],
-                            "restartPolicy": "Never",
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return deadline_workload(index, prefix="pretrain-job")
 
 
 def policy_documents(prometheus_url: str) -> list[dict[str, Any]]:
