@@ -37,7 +37,8 @@ from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.decide.mix import PoolState
-from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.decide.observation import History, Observation
+from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.examples.synthetic import synthetic_documents
 from controller.render.capacity import spot_allowed
 from controller.risk.model import RiskModel
@@ -102,12 +103,14 @@ def one_pass(
     policy_set: PolicySet, world: list[WorkloadView], states: Mapping[str, PoolState], now: float
 ) -> CapacityPlan:
     return plan_capacity(
-        policy_set,
-        states=states,
-        workloads=world,
-        node_claims=[],
-        history=History(available=True),
-        now=now,
+        Observation(
+            policy_set,
+            states=states,
+            workloads=world,
+            node_claims=[],
+            history=History(available=True),
+            now=now,
+        )
     )
 
 

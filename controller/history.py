@@ -26,7 +26,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from controller.api.types import PrometheusSettings
-from controller.decide.plan import History
+from controller.decide.observation import History
 
 log = structlog.get_logger(__name__)
 

@@ -471,16 +471,21 @@ class RiskSettings:
         ),
     )
     priority_boost: bool = field(
-        default=False,
+        default=True,
         metadata=meta(
-            "priorityBoost annotates at-risk workloads with kueue.x-k8s.io/priority-boost "
-            "(needs Kueue's PriorityBoost feature gate)."
+            "priorityBoost orders waiting workloads by deadline within their tier through "
+            "Kueue's kueue.x-k8s.io/priority-boost annotation: work with more slack is lowered, "
+            "by urgency level, never below the next tier; admitted work carries no boost, so a "
+            "boost never causes a preemption. Needs Kueue's PriorityBoost feature gate; without "
+            "it Kueue ignores the annotation."
         ),
     )
     priority_boost_value: int = field(
         default=1000,
         metadata=meta(
-            "priorityBoostValue is added to an at-risk workload's effective priority.",
+            "priorityBoostValue is the most a waiting workload's effective priority is lowered "
+            "by (at the least urgent level); the levels always stay within the gap between "
+            "adjacent tiers' priorities.",
             minimum=1,
             maximum=1000000,
         ),
@@ -974,6 +979,14 @@ class PoolStatus:
     pool: str = field(metadata=_name("pool name.", SHORT_NAME))
     on_demand_gpus: int = field(metadata=meta("onDemandGpus in force.", minimum=0))
     spot_gpus: int = field(default=0, metadata=meta("spotGpus in force.", minimum=0))
+    target_on_demand_gpus: int | None = field(
+        default=None,
+        metadata=meta(
+            "targetOnDemandGpus is the on-demand GPUs decided; while it differs from "
+            "onDemandGpus the shift waits for the shrinking side's work to drain.",
+            minimum=0,
+        ),
+    )
     assignments: tuple[Assignment, ...] = field(
         default=(),
         metadata=meta(

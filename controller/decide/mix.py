@@ -186,6 +186,16 @@ def _budget_cap(policy_set: PolicySet, quota: _Quota, pool: str) -> int:
     return max(0, min(quota.nominal, int(room // (on_demand - spot))))
 
 
+def whole_nodes(gpus: int, per_node: int, ceiling: int) -> int:
+    """On-demand GPUs rounded up to whole nodes, but never above the ceiling.
+
+    NodePool limits are whole nodes: a pool split 12 on-demand / 36 spot on 8-GPU nodes would
+    get limits of 16 and 40, and could run 56 GPUs under a ceiling of 48. With the on-demand
+    side in whole nodes, the spot side is whole too wherever the pool's total is.
+    """
+    return min(-(-gpus // per_node) * per_node, max(ceiling, gpus))
+
+
 def initial_state(policy_set: PolicySet, pool: str) -> PoolState:
     mix = {m.pool: m for m in resolve_mix(policy_set)}
     return PoolState(pool=pool, on_demand_gpus=mix[pool].on_demand_gpus)
@@ -367,7 +377,7 @@ def decide_pool(
         shares.update({q.project.name: 0 for q in quotas if current[q.project.name] == 0})
         shares = {p: min(s, current[p]) for p, s in shares.items()}
         target = max(floor, fixed + sum(shares.values()), previous - settings.max_step_gpus)
-        target = min(target, previous)
+        target = min(whole_nodes(target, pool.gpus_per_node, ceiling), previous)
         if target == previous:
             return decision(
                 Action.HOLD, Reason.STEADY, previous, "nothing to give back", tracked, **inputs
@@ -395,6 +405,7 @@ def decide_pool(
         )
         held = {p: s for p, s in {**state.assignments, **reduced}.items() if s > 0}
         target = max(floor, fixed + sum(held.values()), previous - settings.max_step_gpus)
+        target = min(whole_nodes(target, pool.gpus_per_node, ceiling), previous)
         if target < previous:
             released = ", ".join(sorted(p for p in reduced if reduced[p] < state.assignments[p]))
             return decision(
@@ -443,6 +454,14 @@ def _give_back(
         },
     )
     return {project: min(share, held[project]) for project, (share, _) in found.items()}
+
+
+def fit_shares(
+    policy_set: PolicySet, pool: str, shares: Mapping[str, int], room: int
+) -> dict[str, int]:
+    """Held shares trimmed to `room` on-demand GPUs, the highest tier served first (what a
+    shift that waits for work to drain can render of them now)."""
+    return _fit(shares, _quotas(policy_set, pool), room)
 
 
 def _fit(shares: Mapping[str, int], quotas: list[_Quota], room: int) -> dict[str, int]:
@@ -526,6 +545,8 @@ def _raise(
     needed = fixed + sum(wanted.values())
     target = min(max(needed, floor), ceiling, previous + settings.max_step_gpus)
     target = max(target, previous - settings.max_step_gpus)
+    per_node = policy_set.policy.pool(state.pool).gpus_per_node  # type: ignore[union-attr]
+    target = whole_nodes(target, per_node, ceiling)
     ceiling_binds = needed > ceiling
     assignments = _fit(wanted, quotas, target - fixed)
     deferred: tuple[str, ...] = ()

@@ -1,38 +1,36 @@
-"""One decision pass over the whole policy: the function the controller and simulator share.
+"""One decision pass over the whole policy: the one function the controller and simulator share.
 
-Observed world in (workloads, node claims, history, the previous pass's pool states, `now`),
-everything the controller acts on and reports out: the mix decision per pool with its reason,
-the targets the renderer turns into NodePool limits and flavor quotas, the deadline risks under
-the new mix, predicted waits, demand forecasts and warm-pool targets, the workloads to give a
-priority boost, and what the GPUs in use cost. No I/O, no logging, no clock of its own.
+An `Observation` in (the policy, the workloads, the node claims, history, each pool's state as
+the last pass left it, `now`), everything the controller acts on and reports out: the mix
+decision per pool with its reason, the targets the renderer turns into NodePool limits and
+flavor quotas (moved only as fast as the shrinking side frees capacity), the deadline risks
+under the new split, predicted waits, demand forecasts and warm-pool targets, the priority
+boosts that order waiting work by deadline, and what the GPUs in use cost. No I/O, no logging,
+no clock of its own. The controller, `quartermaster plan`/`explain` and the replay all call
+`plan_capacity`; what they carry from one pass to the next is `CapacityPlan.states`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from controller import names
 from controller.api.policy_set import PolicySet
-from controller.decide.mix import Decision, PoolState, decide_pool, initial_state
-from controller.render.capacity import PoolTarget
+from controller.decide.boost import boost_step, deadline_boosts
+from controller.decide.mix import Decision, PoolState, decide_pool, fit_shares, initial_state
+from controller.decide.observation import History, Observation
+from controller.decide.shift import Shift, held_by_side, limit_shifts
+from controller.render.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.render.desired import Rendered, render
 from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
-from controller.risk.model import DeadlineReport, RiskModel, Snapshot, deadline_workloads
-from controller.risk.pools import NodeClaimView, pool_stats
+from controller.risk.model import DeadlineReport, RiskModel, Snapshot
+from controller.risk.pools import pool_stats
 from controller.risk.wait import WaitEstimate
 from controller.risk.workloads import WorkloadView
 
 HOURS_PER_MONTH = 730.0
-
-
-@dataclass(frozen=True)
-class History:
-    """What Prometheus remembers; `available` False when it could not be asked."""
-
-    available: bool = False
-    median_runtime: Mapping[str, float] = field(default_factory=dict)
-    demand_changes: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,11 @@ class CapacityPlan:
     warm_targets: Mapping[str, int]
     idle_gpus: Mapping[str, float]
     """Per pool, GPUs on Ready nodes that no running workload uses: what the warm pool holds."""
-    boosts: frozenset[tuple[str, str]]
-    """(namespace, name) of workloads to boost."""
+    boosts: Mapping[tuple[str, str], int]
+    """(namespace, name) -> priority boost for workloads that should carry one; every other
+    workload of ours carries none."""
+    shifts: Mapping[str, Shift]
+    """Per pool, the decided on-demand GPUs and what is rendered now on the way there."""
     cost_per_hour: Mapping[tuple[str, str], float]
     """(pool, capacity type) -> dollars per hour for the GPUs in use."""
     project_cost_per_hour: Mapping[str, float]
@@ -62,7 +63,8 @@ class CapacityPlan:
         return {d.pool: d.state for d in self.decisions}
 
 
-def _target(state: PoolState) -> PoolTarget:
+def state_target(state: PoolState) -> PoolTarget:
+    """The target a pool's state describes, when nothing holds its shift back."""
     return PoolTarget(state.on_demand_gpus, dict(state.assignments), state.deferred_tiers)
 
 
@@ -145,50 +147,72 @@ def _retrack(
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class MixDecisions:
-    """The decisions alone, with what they were made from: what the simulator needs."""
+def _applied_on_demand(
+    policy_set: PolicySet, applied: Mapping[tuple[str, str], FlavorQuota]
+) -> dict[str, int]:
+    """Per pool, the on-demand GPUs of the split in effect (tier reservations included)."""
+    out = {p.name: 0 for p in policy_set.policy.spec.pools}
+    for tier in policy_set.policy.spec.tiers:
+        for reservation in tier.reserved:
+            out[reservation.pool] = out.get(reservation.pool, 0) + reservation.gpus
+    for (_, pool), quota in applied.items():
+        if pool in out:
+            out[pool] += quota.on_demand_gpus
+    return out
 
-    decisions: tuple[Decision, ...]
-    current: Rendered
-    rendered: Rendered
-    model: RiskModel
+
+def _widest_pending(
+    policy_set: PolicySet, by_project: Mapping[str, Sequence[WorkloadView]]
+) -> dict[str, int]:
+    """Per project, its widest pending pod set (the whole workload: one pod set each)."""
+    return {
+        name: max((w.gpus for w in items if w.pending), default=0)
+        for name, items in by_project.items()
+        if policy_set.project(name) is not None
+    }
 
 
-def decide_capacity(
-    policy_set: PolicySet,
-    *,
-    states: Mapping[str, PoolState],
-    workloads: Sequence[WorkloadView],
-    node_claims: Sequence[NodeClaimView],
-    history: History,
-    now: float,
-    namespace: str = names.DEFAULT_NAMESPACE,
-    seed: int = 0,
-    max_jobs: int | None = None,
-) -> MixDecisions:
-    """Each pool's decision and the render it leads to; `plan_capacity` adds the reports."""
+def plan_capacity(observation: Observation) -> CapacityPlan:
+    """One pass: decide each pool's mix, render it as far as the ceiling allows, report."""
+    policy_set = observation.policy_set
     policy = policy_set.policy
-    stats = pool_stats(policy.spec.pools, node_claims, now=now)
+    # Status keeps whole seconds: a pass works on the clock it can write back, so the state
+    # the controller reads next is exactly the state the replay carries in memory.
+    now = float(math.floor(observation.now))
+    workloads, node_claims, history = (
+        observation.workloads,
+        observation.node_claims,
+        observation.history,
+    )
     previous = {
-        pool.name: states.get(pool.name) or initial_state(policy_set, pool.name)
+        pool.name: observation.states.get(pool.name) or initial_state(policy_set, pool.name)
         for pool in policy.spec.pools
     }
-    current = render(
-        policy_set, targets={p: _target(s) for p, s in previous.items()}, namespace=namespace
-    )
+    # The split in effect: what the live queues say, and for queues not rendered yet what the
+    # states describe.
+    applied = {
+        **render(
+            policy_set,
+            targets={p: state_target(s) for p, s in previous.items()},
+            namespace=observation.namespace,
+        ).quotas,
+        **(observation.applied or {}),
+    }
+    stats = pool_stats(policy.spec.pools, node_claims, now=now)
     snapshot = Snapshot(
         policy_set=policy_set,
-        quotas=current.quotas,
+        quotas=applied,
         workloads=workloads,
         pools=stats,
         now=now,
         median_runtime=history.median_runtime,
         samples=policy.spec.risk.samples,
-        seed=seed,
-        max_jobs=max_jobs,
+        seed=observation.seed,
+        max_jobs=observation.max_jobs,
     )
     model = RiskModel(snapshot)
+    widest = _widest_pending(policy_set, model.by_project)
+    model = RiskModel(replace(snapshot, pod_sets=widest))
     decisions = tuple(
         decide_pool(
             policy_set,
@@ -197,7 +221,7 @@ def decide_capacity(
             now=now,
             baseline={
                 project: split.on_demand_gpus
-                for (project, pool_name), split in current.quotas.items()
+                for (project, pool_name), split in applied.items()
                 if pool_name == pool.name
             },
             history_available=history.available,
@@ -205,61 +229,47 @@ def decide_capacity(
         )
         for pool in policy.spec.pools
     )
-    targets = {d.pool: _target(d.state) for d in decisions}
-    rendered = render(policy_set, targets=targets, namespace=namespace)
-    return MixDecisions(decisions, current, rendered, model)
-
-
-def plan_capacity(
-    policy_set: PolicySet,
-    *,
-    states: Mapping[str, PoolState],
-    workloads: Sequence[WorkloadView],
-    node_claims: Sequence[NodeClaimView],
-    history: History,
-    now: float,
-    namespace: str = names.DEFAULT_NAMESPACE,
-    seed: int = 0,
-) -> CapacityPlan:
-    policy = policy_set.policy
-    mixed = decide_capacity(
-        policy_set,
-        states=states,
-        workloads=workloads,
-        node_claims=node_claims,
-        history=history,
-        now=now,
-        namespace=namespace,
-        seed=seed,
+    demands = pool_demands(policy_set)
+    shifts = limit_shifts(
+        {d.pool: d.target for d in decisions},
+        _applied_on_demand(policy_set, applied),
+        {name: demand.total_gpus for name, demand in demands.items()},
+        held_by_side(policy.spec.pools, workloads, node_claims),
     )
-    decisions, current, rendered, model = (
-        mixed.decisions,
-        mixed.current,
-        mixed.rendered,
-        mixed.model,
-    )
-    targets = {d.pool: _target(d.state) for d in decisions}
-    snapshot = model.snapshot
-    final = RiskModel(replace(snapshot, quotas=rendered.quotas))  # same world, the new split
+    targets = {}
+    for decision in decisions:
+        state, shift = decision.state, shifts[decision.pool]
+        fixed = demands[decision.pool].on_demand_only_gpus
+        targets[decision.pool] = PoolTarget(
+            shift.applied,
+            fit_shares(policy_set, decision.pool, state.assignments, shift.applied - fixed),
+            state.deferred_tiers,
+            pod_sets={
+                project.name: widest[project.name]
+                for project in policy_set.projects
+                if widest.get(project.name)
+                and any(q.pool == decision.pool for q in project.spec.quotas)
+            },
+        )
+    rendered = render(policy_set, targets=targets, namespace=observation.namespace)
+    final = RiskModel(replace(model.snapshot, quotas=rendered.quotas))  # same world, new split
     unchanged = {
         project.name: estimates
         for project in policy_set.projects
         if all(
-            rendered.quotas.get((project.name, q.pool))
-            == current.quotas.get((project.name, q.pool))
+            rendered.quotas.get((project.name, q.pool)) == applied.get((project.name, q.pool))
             for q in project.spec.quotas
         )
         and (estimates := model.current_estimates(project)) is not None
     }
     reports = tuple(final.deadlines(known=unchanged))
     decisions = _retrack(policy_set, decisions, reports, now=now)
-    boosts: set[tuple[str, str]] = set()
+    boosts: dict[tuple[str, str], int] = {}
     if policy.spec.risk.priority_boost:
-        for report in reports:
-            if report.estimate.risk > policy.spec.risk.raise_threshold:
-                boosts.update(
-                    (w.namespace, w.name) for w in deadline_workloads(final, report) if w.pending
-                )
+        step = boost_step(
+            policy.spec.risk.priority_boost_value, (t.priority for t in policy.spec.tiers)
+        )
+        boosts = deadline_boosts(final.pending_slack(), step=step)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     for project in policy_set.projects:
@@ -291,7 +301,14 @@ def plan_capacity(
             forecasts[pool.name],
             in_use_gpus=running_by_pool[pool.name],
             min_gpus=pool.warm_pool.min_gpus,
-            max_gpus=pool.warm_pool.max_gpus,
+            # Placeholders take room under the NodePool limits: never more than the pool has
+            # free, and none while a shift waits for nodes to go.
+            max_gpus=min(
+                pool.warm_pool.max_gpus,
+                0
+                if shifts[pool.name].waiting_gpus
+                else max(int(demands[pool.name].total_gpus - running_by_pool[pool.name]), 0),
+            ),
         )
         for pool in policy.spec.pools
     }
@@ -319,8 +336,12 @@ def plan_capacity(
         forecasts=forecasts,
         warm_targets=warm,
         idle_gpus=idle,
-        boosts=frozenset(boosts),
+        boosts=boosts,
+        shifts=shifts,
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
     )
+
+
+__all__ = ["CapacityPlan", "History", "Observation", "plan_capacity", "state_target"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -20,9 +20,10 @@ import structlog
 
 from controller import names
 from controller.api.policy_set import PolicySet
-from controller.api.types import CapacityPolicy, TrainingProject
+from controller.api.types import CapacityPolicy, OverrideMode, TrainingProject
 from controller.decide.mix import Action
-from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.decide.observation import History, Observation
+from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
@@ -47,8 +48,8 @@ from controller.reconcile.status import (
     status_changed,
 )
 from controller.reconcile.validation import ClusterValidation, validate_cluster
-from controller.render.capacity import PoolTarget
-from controller.render.desired import Rendered, render
+from controller.render.desired import Rendered
+from controller.render.kueue import applied_quotas
 from controller.risk.pools import node_claim_view
 from controller.risk.workloads import workload_view
 
@@ -158,28 +159,69 @@ def protected_objects(
 
 
 def plan_against_cluster(
-    client: KubeClient, policy_set: PolicySet, *, namespace: str = names.DEFAULT_NAMESPACE
+    client: KubeClient,
+    policy_set: PolicySet,
+    *,
+    namespace: str = names.DEFAULT_NAMESPACE,
+    now: float | None = None,
 ) -> tuple[Plan, tuple[str, ...]]:
     """What applying the policy would change, reading the cluster and writing nothing.
 
-    Renders with the mix the controller last decided (kept in the live policy's status), so a
-    raise the controller made is not shown as drift. Returns the plan and the kinds the cluster
-    does not serve (skipped, as the controller would skip them).
+    The controller's own pass with the mix frozen where it last decided (kept in the live
+    policy's status): so a raise the controller made is not shown as drift, and the objects
+    are exactly those the controller would apply now. Returns the plan and the kinds the
+    cluster does not serve (skipped, as the controller would skip them).
     """
     reader = Reconciler(client, namespace=namespace, may_write=lambda: False)
     observed = reader.observe()
-    live = next(
-        (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
+    policy = policy_set.policy
+    frozen = replace(
+        policy,
+        spec=replace(policy.spec, override=replace(policy.spec.override, mode=OverrideMode.FREEZE)),
     )
-    targets = {
-        pool: PoolTarget(state.on_demand_gpus, dict(state.assignments), state.deferred_tiers)
-        for pool, state in pool_states(live).items()
-        if policy_set.policy.pool(pool) is not None
-    }
-    rendered = render(policy_set, targets=targets, namespace=namespace)
-    desired, unserved = served_split(rendered.objects, observed.served)
+    frozen_set = replace(policy_set, policy=frozen)
+    capacity = plan_capacity(
+        observation(
+            observed,
+            frozen_set,
+            now=time.time() if now is None else now,
+            namespace=namespace,
+            history=History(),
+        )
+    )
+    desired, unserved = served_split(capacity.rendered.objects, observed.served)
     protected = protected_objects(observed.managed, ClusterValidation(None), _in_use(observed))
     return make_plan(desired, observed.managed, protected=protected), unserved
+
+
+def observation(
+    observed: Observed,
+    policy_set: PolicySet,
+    *,
+    now: float,
+    namespace: str,
+    history: History,
+    seed: int = 0,
+) -> Observation:
+    """What a pass decides on, from what it read of the cluster."""
+    live_policy = next(
+        (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
+    )
+    gpu_resources = frozenset(p.gpu_resource for p in policy_set.policy.spec.pools)
+    applied = applied_quotas(
+        policy_set, [o for o in observed.managed if o.get("kind") == "ClusterQueue"]
+    )
+    return Observation(
+        policy_set=policy_set,
+        states=pool_states(live_policy),
+        workloads=[workload_view(w, gpu_resources) for w in observed.workloads],
+        node_claims=[c for c in map(node_claim_view, observed.node_claims) if c is not None],
+        history=history,
+        now=now,
+        applied=applied or None,
+        namespace=namespace,
+        seed=seed,
+    )
 
 
 def served_split(
@@ -268,10 +310,6 @@ class Reconciler:
     # ------------------------------------------------------------------ decide
     def _decide(self, observed: Observed, policy_set: PolicySet) -> CapacityPlan:
         policy = policy_set.policy
-        live_policy = next(p for p in observed.policies if p["metadata"]["name"] == policy.name)
-        gpu_resources = frozenset(p.gpu_resource for p in policy.spec.pools)
-        workloads = [workload_view(w, gpu_resources) for w in observed.workloads]
-        claims = [c for c in map(node_claim_view, observed.node_claims) if c is not None]
         history = History()
         if self.history is not None:
             history = self.history.read(
@@ -281,16 +319,16 @@ class Reconciler:
                     p.name: float(p.provisioning_latency_seconds) for p in policy.spec.pools
                 },
             )
-        plan = plan_capacity(
+        seen = observation(
+            observed,
             policy_set,
-            states=pool_states(live_policy),
-            workloads=workloads,
-            node_claims=claims,
-            history=history,
             now=self.wall_clock().timestamp(),
             namespace=self.namespace,
+            history=history,
             seed=self.seed,
         )
+        workloads = seen.workloads
+        plan = plan_capacity(seen)
         if self.metrics is not None:
             tiers = {p.name: p.spec.tier for p in policy_set.projects}
             self.metrics.update(policy_set, plan)
@@ -474,24 +512,48 @@ class Reconciler:
                         action=decision.action,
                         note=note,
                     )
+        applied_before = {
+            str(e.get("pool")): e.get("onDemandGpus")
+            for e in (policy.get("status") or {}).get("pools") or []
+            if isinstance(e, dict)
+        }
+        for pool, shift in capacity.shifts.items():
+            if not shift.waiting_gpus or applied_before.get(pool) == shift.applied:
+                continue
+            side = "spot" if shift.target > shift.applied else "on-demand"
+            self.events.emit(
+                policy,
+                type="Normal",
+                reason="ShiftWaiting",
+                action="Apply",
+                note=f"pool {pool}: on-demand {shift.target} GPUs decided, {shift.applied} "
+                f"applied now; {shift.waiting_gpus} GPUs wait for {side} work to drain, so "
+                "the pool never runs past its ceiling",
+            )
 
     def _apply_boosts(
         self, observed: Observed, policy_set: PolicySet, capacity: CapacityPlan
     ) -> int:
-        """Kueue priority boosts on at-risk workloads, added and removed as the risk moves."""
-        value = str(policy_set.policy.spec.risk.priority_boost_value)
+        """Kueue priority boosts as the plan orders waiting work; none on anything else.
+
+        Only the boosts this controller set (marked by our annotation) are ever removed, and
+        a workload that is admitted or finished loses ours (see `controller.decide.boost`).
+        """
         writes = 0
         for workload in observed.workloads:
+            if _finished(workload):
+                continue
             meta = workload["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             annotations = meta.get("annotations") or {}
             boosted = annotations.get(names.ANNOTATION_BOOSTED) == "true"
-            wanted = key in capacity.boosts
-            in_place = annotations.get(names.ANNOTATION_PRIORITY_BOOST) == value
+            value = capacity.boosts.get(key)
+            wanted = value is not None
+            in_place = annotations.get(names.ANNOTATION_PRIORITY_BOOST) == str(value)
             if wanted == boosted and (in_place or not wanted):
                 continue
             wanted_annotations = (
-                {names.ANNOTATION_PRIORITY_BOOST: value, names.ANNOTATION_BOOSTED: "true"}
+                {names.ANNOTATION_PRIORITY_BOOST: str(value), names.ANNOTATION_BOOSTED: "true"}
                 if wanted
                 else {}
             )

@@ -248,7 +248,7 @@ def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
             continue
         out[str(entry["pool"])] = PoolState(
             pool=str(entry["pool"]),
-            on_demand_gpus=int(entry.get("onDemandGpus") or 0),
+            on_demand_gpus=int(entry.get("targetOnDemandGpus", entry.get("onDemandGpus")) or 0),
             assignments={
                 str(a["project"]): int(a.get("gpus") or 0)
                 for a in entry.get("assignments") or []
@@ -291,6 +291,7 @@ def pool_status_entries(
             "pool": state.pool,
             "onDemandGpus": mix[state.pool].on_demand_gpus,
             "spotGpus": mix[state.pool].spot_gpus,
+            "targetOnDemandGpus": state.on_demand_gpus,
             "assignments": [
                 {"project": p, "gpus": g} for p, g in sorted(state.assignments.items()) if g
             ],

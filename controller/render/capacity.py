@@ -36,6 +36,8 @@ class PoolTarget:
     """On-demand GPUs held for at-risk projects before the rest is shared in proportion."""
     deferred_tiers: tuple[str, ...] = ()
     """Tiers whose projects may not borrow in the pool while its ceiling binds."""
+    pod_sets: Mapping[str, int] = field(default_factory=dict)
+    """Per project, its widest pending pod set: the split keeps one flavor wide enough for it."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,41 @@ def _largest_remainder(total: int, weights: list[tuple[str, int]]) -> dict[str, 
     return shares
 
 
+def _whole_node_shares(total: int, weights: list[tuple[str, int]], per_node: int) -> dict[str, int]:
+    """`total` on-demand GPUs shared in proportion to quota, in whole nodes where possible.
+
+    Splitting every project's quota a few GPUs each way would leave most projects unable to
+    place a node-wide pod set on either flavor, and would move every project's quotas at each
+    change of the mix. Shared in whole nodes (by largest remainder, at most the whole nodes a
+    project's quota holds), a project's share is either none or a node's worth, a change of
+    the mix by one node moves one project, and any pod set up to a node wide fits one flavor.
+    GPUs that do not make a whole node (the total is not a multiple of the node, or the
+    projects' quotas hold no more whole nodes) go by largest remainder in GPUs.
+    """
+    if total <= 0 or not weights:
+        return {name: 0 for name, _ in weights}
+    node_caps = [(name, w // per_node) for name, w in weights]
+    nodes = min(total // per_node, sum(c for _, c in node_caps))
+    by_node = _largest_remainder(nodes, [(n, w) for n, w in weights])
+    # Largest remainder may give a project more nodes than its quota holds: cap and pass on.
+    caps = dict(node_caps)
+    taken = {name: min(count, caps[name]) for name, count in by_node.items()}
+    spare = nodes - sum(taken.values())
+    for name, _ in sorted(weights, key=lambda nw: (-(caps[nw[0]] - taken[nw[0]]), nw[0])):
+        if spare <= 0:
+            break
+        extra = min(spare, caps[name] - taken[name])
+        taken[name] += extra
+        spare -= extra
+    shares = {name: count * per_node for name, count in taken.items()}
+    rest = total - sum(shares.values())
+    if rest > 0:
+        left = [(name, w - shares[name]) for name, w in weights]
+        extra_shares = _largest_remainder(min(rest, sum(w for _, w in left)), left)
+        shares = {name: shares[name] + extra_shares[name] for name in shares}
+    return shares
+
+
 def _split_limit(
     limit: int | None, spot: int, on_demand: int, *, spot_ok: bool, within_nominal: bool
 ) -> tuple[int | None, int | None]:
@@ -138,15 +175,70 @@ def _split_limit(
     return limit - on_demand_part, on_demand_part
 
 
+def _keep_gangs_whole(
+    shares: dict[str, int],
+    nominal: Mapping[str, int],
+    widest: Mapping[str, int],
+    held: Mapping[str, int],
+) -> dict[str, int]:
+    """Shares moved so each project has one flavor as wide as its widest pending pod set.
+
+    Kueue gives a pod set one flavor: a project of 8 GPUs split 6 spot / 2 on-demand could
+    never admit its 8-GPU job. A project in that position moves to the nearer side that fits
+    (towards on-demand when it holds on-demand for risk, towards spot otherwise), and the
+    on-demand GPUs it gives or takes are taken from or given to other projects, largest
+    shares first. The pool's total never changes (it is what the NodePools are sized to): a
+    move that cannot be balanced is not made, and the risk model then sees the pod set as
+    unable to start.
+    """
+    out = dict(shares)
+    pinned: set[str] = set()
+
+    def trapped(name: str, share: int) -> bool:
+        wide = min(widest.get(name, 0), nominal[name])
+        return bool(wide) and max(share, nominal[name] - share) < wide
+
+    for name in sorted(out):
+        if not trapped(name, out[name]):
+            continue
+        wide = min(widest.get(name, 0), nominal[name])
+        options = [wide, nominal[name] - wide]
+        if held.get(name, 0) <= 0:
+            options.reverse()  # spot first unless it holds on-demand for risk
+        for target in options:
+            trial = dict(out)
+            trial[name] = target
+            delta = target - out[name]
+            for other in sorted(trial, key=lambda n: (-trial[n], n)):
+                if delta == 0:
+                    break
+                if other == name or other in pinned:
+                    continue
+                room = trial[other] if delta > 0 else nominal[other] - trial[other]
+                step = min(abs(delta), room)
+                moved = trial[other] - step if delta > 0 else trial[other] + step
+                if step == 0 or trapped(other, moved):
+                    continue
+                trial[other] = moved
+                delta += -step if delta > 0 else step
+            if delta == 0:
+                out = trial
+                pinned.add(name)
+                break
+    return out
+
+
 def split_quotas(
     policy_set: PolicySet,
     mixes: tuple[PoolMix, ...],
     assignments: Mapping[str, Mapping[str, int]] | None = None,
+    pod_sets: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[tuple[str, str], FlavorQuota]:
     """Every (project, pool) quota divided between the pool's spot and on-demand flavors.
 
     `assignments[pool][project]` on-demand GPUs go to that project first (an at-risk project's
     share, decided by `controller.decide`); the rest is shared in proportion to quota.
+    `pod_sets[pool][project]`, the widest pending pod set, is kept whole in one flavor.
     """
     reserved: dict[str, int] = {}
     for tier in policy_set.policy.spec.tiers:
@@ -168,10 +260,20 @@ def split_quotas(
             if ok and wanted > 0:
                 held[project.name] = min(wanted, quota.nominal_gpus, room - sum(held.values()))
         flexible = [(p.name, q.nominal_gpus - held.get(p.name, 0)) for p, q, ok in quotas if ok]
-        shared = _largest_remainder(
-            min(room - sum(held.values()), sum(w for _, w in flexible)), flexible
+        pool = policy_set.policy.pool(mix.pool)
+        per_node = pool.gpus_per_node if pool is not None else 1
+        shared = _whole_node_shares(
+            min(room - sum(held.values()), sum(w for _, w in flexible)), flexible, per_node
         )
         on_demand_share = {name: shared[name] + held.get(name, 0) for name in shared}
+        widest = (pod_sets or {}).get(mix.pool, {})
+        if widest:
+            on_demand_share = _keep_gangs_whole(
+                on_demand_share,
+                {p.name: q.nominal_gpus for p, q, ok in quotas if ok},
+                widest,
+                held,
+            )
         for project, quota, ok in quotas:
             on_demand = on_demand_share[project.name] if ok else quota.nominal_gpus
             spot = quota.nominal_gpus - on_demand

@@ -58,7 +58,10 @@ def render(
     counts.update({pool: t.on_demand_gpus for pool, t in (targets or {}).items()})
     mix = resolve_mix(policy_set, counts or None)
     quotas = split_quotas(
-        policy_set, mix, {pool: t.assignments for pool, t in (targets or {}).items()}
+        policy_set,
+        mix,
+        {pool: t.assignments for pool, t in (targets or {}).items()},
+        {pool: t.pod_sets for pool, t in (targets or {}).items() if t.pod_sets},
     )
     deferred = {pool: t.deferred_tiers for pool, t in (targets or {}).items() if t.deferred_tiers}
     objects: list[KubeObject] = [

@@ -281,3 +281,63 @@ def local_queues(policy_set: PolicySet, project: TrainingProject) -> list[KubeOb
         }
         for namespace in sorted(project.spec.namespaces)
     ]
+
+
+def _whole(value: Any) -> int | None:
+    """A GPU quantity as the server may store it (48, "48"); None when absent or not whole."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() else None
+
+
+def applied_quotas(
+    policy_set: PolicySet, cluster_queues: Iterable[Mapping[str, Any]]
+) -> dict[tuple[str, str], FlavorQuota]:
+    """The split in effect, read back from live ClusterQueues: (project, pool) -> quota.
+
+    The inverse of `cluster_queue` for the GPU resource of each pool, so a pass measures risk
+    under the quotas Kueue enforces now, not the ones it meant to render. Queues of projects
+    or pools the policy does not know, and flavors it did not render, are ignored.
+    """
+    out: dict[tuple[str, str], FlavorQuota] = {}
+    for obj in cluster_queues:
+        project = policy_set.project(str((obj.get("metadata") or {}).get("name", "")))
+        if project is None:
+            continue
+        found: dict[tuple[str, str], dict[str, int | None]] = {}
+        for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                for pool_quota in project.spec.quotas:
+                    pool = policy_set.policy.pool(pool_quota.pool)
+                    if pool is None:
+                        continue
+                    for capacity_type in names.CAPACITY_TYPES:
+                        if flavor.get("name") != names.flavor_name(pool.name, capacity_type):
+                            continue
+                        for resource in flavor.get("resources") or []:
+                            if resource.get("name") == pool.gpu_resource:
+                                found[(pool.name, capacity_type)] = {
+                                    "nominal": _whole(resource.get("nominalQuota")),
+                                    "borrowing": _whole(resource.get("borrowingLimit")),
+                                    "lending": _whole(resource.get("lendingLimit")),
+                                }
+        for pool_quota in project.spec.quotas:
+            spot = found.get((pool_quota.pool, names.SPOT), {})
+            on_demand = found.get((pool_quota.pool, names.ON_DEMAND))
+            if on_demand is None or on_demand["nominal"] is None:
+                continue  # not rendered yet (or not ours): no split in effect to read
+            out[(project.name, pool_quota.pool)] = FlavorQuota(
+                project=project.name,
+                pool=pool_quota.pool,
+                spot_gpus=spot.get("nominal") or 0,
+                on_demand_gpus=on_demand["nominal"],
+                spot_borrowing_limit=spot.get("borrowing"),
+                on_demand_borrowing_limit=on_demand["borrowing"],
+                spot_lending_limit=spot.get("lending"),
+                on_demand_lending_limit=on_demand["lending"],
+            )
+    return out

@@ -7,8 +7,13 @@ the market delivers (a Beta-distributed fraction). Work on spot is interrupted a
 rate, per node, and each interruption costs half a checkpoint interval of lost work plus a
 node's provisioning latency. Pending work starts no earlier than that latency. The queue drains
 as a fluid: the k-th workload is done when the work of everything ahead of it, and its own,
-has passed through the capacity, and no earlier than its own runtime after its start. A
-workload wider than the capacity never starts.
+has passed through the capacity, and no earlier than its own runtime after its start.
+
+A pod set is indivisible: Kueue admits it whole onto one flavor, so what decides whether a
+pending workload can start at all is the widest flavor the project can admit into (with what it
+may borrow), not the fluid total: an 8-GPU job on an 8-GPU quota of spot at 90 % availability
+starts, slowed, rather than never. A workload wider than that never starts; its finish, and so
+the deadline's, is then reported at the horizon (ten years on), so every figure stays finite.
 
 Every random draw (runtimes, spot availability, interruption counts by inverse transform) is
 fixed by the seed and independent of the capacity, so two candidate mixes are compared on the
@@ -29,6 +34,8 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.floating[Any]]
 SECONDS_PER_HOUR = 3600.0
+HORIZON_SECONDS = 10 * 365 * 86400.0
+"""Where a finish that never comes is put, so risk, slack and finish times stay finite."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class Capacity:
     interruptions_per_node_hour: float = 0.05
     gpus_per_node: int = 8
     provisioning_latency_seconds: float = 300.0
+    widest_gpus: float = float("inf")
+    """The widest pod set the project can admit: its widest flavor plus what it may borrow."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,9 @@ class Estimate:
     p50_finish: float
     p90_finish: float
     slack_seconds: float
-    """Deadline minus the median finish (negative when late; -inf when it cannot finish)."""
+    """Deadline minus the median finish (negative when late; at most ten years late)."""
+    startable: bool = True
+    """False when some workload counting toward it can never start (too wide for any flavor)."""
 
 
 def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
@@ -236,14 +247,17 @@ def estimate_many(
     interruptions = _poisson_inverse(interruption_rate * duration, v)
     loss = (jobs.checkpoint / 2 + latency[:, None]).astype(np.float32)
     effective = duration + interruptions * loss[:, None, :]
-    work = np.where(jobs.valid[:, None, :], jobs.gpus[:, None, :] * effective, 0.0)
+    # A pending workload wider than any flavor it can use never starts, and (BestEffortFIFO)
+    # holds up nothing behind it; a running one has its nodes. One that fits a flavor but not
+    # the fluid capacity just drains slowly.
+    widest = per_problem("widest_gpus")
+    stuck = (~jobs.running) & (jobs.gpus > widest[:, None]) & jobs.valid
+    work = np.where((jobs.valid & ~stuck)[:, None, :], jobs.gpus[:, None, :] * effective, 0.0)
     drained = np.cumsum(work, axis=2) / np.maximum(capacity, 1e-9)[:, :, None]
     # Times relative to now: float32 cannot hold epoch seconds to the second.
     start = np.where(jobs.running, 0.0, latency[:, None]).astype(np.float32)
     finish = np.maximum(drained, start[:, None, :] + effective)
-    # A pending workload wider than the capacity never starts; a running one has its nodes.
-    stuck = (~jobs.running)[:, None, :] & (jobs.gpus[:, None, :] > capacity[:, :, None])
-    finish = np.where(stuck, np.inf, finish)
+    finish = np.where(stuck[:, None, :], HORIZON_SECONDS, np.minimum(finish, HORIZON_SECONDS))
     counted = (jobs.counts & jobs.valid)[:, None, :]
     deadline_finish = np.max(np.where(counted, finish, -np.inf), axis=2)
     deadline_finish = np.where(np.isneginf(deadline_finish), 0.0, deadline_finish)
@@ -252,12 +266,14 @@ def estimate_many(
     risk = late.mean(axis=1)
     p50 = np.quantile(deadline_finish, 0.5, axis=1, method="inverted_cdf").astype(np.float64)
     p90 = np.quantile(deadline_finish, 0.9, axis=1, method="inverted_cdf").astype(np.float64)
+    never: npt.NDArray[np.bool_] = np.asarray((stuck & jobs.counts).any(axis=1))
     return [
         Estimate(
             risk=float(risk[b]),
             p50_finish=now + float(p50[b]),
             p90_finish=now + float(p90[b]),
             slack_seconds=float(deadline[b] - now - p50[b]),
+            startable=not bool(never[b]),
         )
         for b in range(batch)
     ]

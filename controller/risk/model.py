@@ -54,6 +54,8 @@ class Snapshot:
     max_jobs: int | None = None
     """At most this many of a project's workloads, in admission order, enter each estimate
     (the simulator's bound on cost; the controller uses all of them)."""
+    pod_sets: Mapping[str, int] = field(default_factory=dict)
+    """Per project, its widest pending pod set (GPUs)."""
 
 
 @dataclass(frozen=True)
@@ -138,23 +140,41 @@ def _ordered(workloads: Sequence[WorkloadView]) -> list[WorkloadView]:
 def project_capacity(
     snapshot: Snapshot, project: TrainingProject, override: tuple[str, int] | None = None
 ) -> Capacity:
-    """The project's GPUs over its pools, with `override` = (pool, on-demand GPUs) if given."""
+    """The project's GPUs over its pools, with `override` = (pool, on-demand GPUs) if given.
+
+    With an override the split is the one the renderer would make for that share (its held
+    on-demand, with the project's widest pending pod set kept whole in one flavor), so the
+    decision search asks about quotas Kueue could actually admit into.
+    """
     on_demand = spot = 0.0
     weighted_rate = weighted_availability = 0.0
     latency = 0.0
     per_node = 64
+    widest = 0.0
     spot_ok = spot_allowed(snapshot.policy_set, project)
+    shares = project.spec.share_capacity
     for quota in project.spec.quotas:
         split = snapshot.quotas.get((project.name, quota.pool))
         nominal = quota.nominal_gpus
         od = split.on_demand_gpus if split else nominal
         if override is not None and override[0] == quota.pool:
             od = min(max(override[1], 0), nominal)
+            wide = min(snapshot.pod_sets.get(project.name, 0), nominal)
+            if wide and max(od, nominal - od) < wide:
+                od = wide  # the renderer keeps the pod set whole, towards on-demand
         if not spot_ok:
             od = nominal
         pool_spot = nominal - od
         on_demand += od
         spot += pool_spot
+        for gpus, borrowing in (
+            (od, split.on_demand_borrowing_limit if split else None),
+            (pool_spot, split.spot_borrowing_limit if split else None),
+        ):
+            reach = float(gpus)
+            if shares:
+                reach += float("inf") if borrowing is None else borrowing
+            widest = max(widest, reach)
         stats = snapshot.pools.get(quota.pool)
         pool = snapshot.policy_set.policy.pool(quota.pool)
         if stats is not None:
@@ -170,6 +190,7 @@ def project_capacity(
         interruptions_per_node_hour=weighted_rate / spot if spot else 0.0,
         gpus_per_node=per_node,
         provisioning_latency_seconds=latency,
+        widest_gpus=widest,
     )
 
 
@@ -330,6 +351,28 @@ class RiskModel:
                 samples=min(self.snapshot.samples, 100),
                 seed=self.snapshot.seed,
             )
+        return out
+
+    def pending_slack(self) -> dict[tuple[str, str], float | None]:
+        """(namespace, name) -> least slack of each pending workload of a project with
+        deadlines: over the open deadlines it counts toward, the cutoff minus now minus its
+        expected remaining runtime; None when it counts toward none."""
+        out: dict[tuple[str, str], float | None] = {}
+        now = self.snapshot.now
+        for project in self.snapshot.policy_set.projects:
+            if not project.spec.deadlines:
+                continue
+            open_deadlines = self._open_deadlines(project)
+            for workload in self.by_project[project.name]:
+                if not workload.pending:
+                    continue
+                remaining = _job(workload, self.snapshot, project.name, True).mean_seconds
+                slacks = [
+                    self._cutoffs[(project.name, d.name)] - now - remaining
+                    for d in open_deadlines
+                    if _counts(workload, d)
+                ]
+                out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
         return out
 
     def pending_gpus(self) -> dict[str, int]:

@@ -1,36 +1,37 @@
-"""A discrete-event replay of a job trace through models of Kueue and Karpenter.
+"""A discrete-event replay of a job trace through the controller, Kueue and Karpenter.
 
-What is modelled, and how (the rest of Kueue and Karpenter is out of scope):
-- **Kueue admission.** One ClusterQueue per project with the quota the renderer gives it per
-  flavor, flavors tried in their ClusterQueue order (spot first where allowed). A workload is
-  admitted on the first flavor where it fits its queue's nominal quota or, sharing capacity,
-  borrows the cohort's unused quota within its borrowing limit. Otherwise it may preempt: within
-  its queue, lower-priority workloads (tiers with LowerPriority or Any); across queues, lower
-  (LowerPriority) or any (Any) workloads that borrow, when it would fit its own nominal quota.
-  Pending workloads are tried by priority, then age (best-effort FIFO). One cohort spans all
-  queues; tier reservations count toward it; lending limits are not modelled.
-- **Karpenter capacity.** Nodes per pool and capacity type of `gpusPerNode` GPUs, launched for
-  admitted workloads waiting for room, never beyond the NodePool GPU limit, ready after the
-  pool's provisioning latency. A spot launch fails with probability 1 - spotAvailability and
-  is retried after a minute. Each spot node is reclaimed at a seeded exponential time (rate
-  `spotInterruptionsPerHour`): its workloads lose the work since their last checkpoint and wait
-  for room again. Empty nodes are removed after ten minutes. Nodes cost their capacity type's
-  price per GPU-hour from launch to removal.
-- **The mix.** The policy run calls the controller's own decision code (`decide_capacity`,
-  the same function `quartermaster run` uses) on a virtual clock; baselines set the mix by a
-  fixed fraction or by reacting to queue depth. Per-job deadlines become, per project, up to
-  4 deadline groups (6-hour bins, each due at its earliest job's deadline), and each estimate
-  uses 100 samples and a project's first 32 queued workloads: the bounds that keep a decision
-  pass to milliseconds over months of trace.
+The controller is the real one: every pass of the policy run builds an `Observation` of the
+replayed cluster and calls `plan_capacity`, the function `quartermaster run` calls, carrying
+its pool states from pass to pass as the controller carries them in the policy's status. What
+it returns is applied as the controller's writes would be: the rendered ClusterQueues and
+Cohorts become the quotas of the Kueue model (`controller.sim.kueue`), the rendered NodePools
+the limits of the Karpenter model (`controller.sim.karpenter`), the priority boosts the
+workloads' annotations, and the warm-pool targets the placeholders' scale (KEDA's part).
+
+Baselines go through the same renderer, the same shift rule (a side grows only by what the
+other has freed, `controller.decide.shift`), and the same models; they only choose the
+on-demand GPUs differently: a fixed fraction of the pool (`static:F`), or one node more while
+pending GPUs exceed a share of the pool and one less after two quiet intervals
+(`reactive:T`). They set no priority boosts and keep no warm pool: that is what the
+controller adds.
+
+Passes: the policy run passes every `decision_interval` (15 minutes) of replayed time, and
+applies a new workload's priority boost when it arrives, as the controller's watch-driven pass
+would within a second (the boost of a workload depends on nothing but its own deadline and
+runtime: `controller.decide.boost`). Traces carry per-job deadlines; the replay gives each
+project up to four deadlines, one per 6-hour bin of its jobs' deadlines (due at the bin's
+earliest), and each estimate uses 100 samples and a project's first 32 queued workloads: the
+bounds that keep a pass to milliseconds over months of trace.
+
 Every random draw comes from generators seeded by the run's seed, so a seed gives the same
 result byte for byte.
 """
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,22 +41,37 @@ import numpy as np
 
 from controller import names
 from controller.api.policy_set import PolicySet
-from controller.api.types import Deadline, Preemption, TrainingProject
-from controller.decide.mix import PoolState
-from controller.decide.plan import History, decide_capacity
-from controller.render.capacity import PoolTarget, pool_demands, spot_allowed
+from controller.api.types import Deadline
+from controller.decide.boost import boost_step, urgency_level
+from controller.decide.mix import PoolState, initial_state
+from controller.decide.observation import History, Observation
+from controller.decide.plan import CapacityPlan, plan_capacity
+from controller.decide.shift import held_by_side, limit_shifts
+from controller.render.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.render.desired import Rendered, render
+from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
-from controller.sim.model import JobOutcome, RunResult, Sample, SimJob
+from controller.sim import karpenter as karpenter_model
+from controller.sim import kueue as kueue_model
+from controller.sim.attribution import attribute
+from controller.sim.model import (
+    INTERRUPTED,
+    PREEMPTED,
+    WAITED_FOR_NODE,
+    WAITED_FOR_QUOTA,
+    JobOutcome,
+    RiskRecord,
+    RunResult,
+    Sample,
+    SimJob,
+)
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
-CONSOLIDATE_AFTER = 600.0
-SPOT_RETRY = 60.0
 DEADLINE_BIN = 6 * 3600.0
 MAX_DEADLINES = 4
 SIM_SAMPLES = 100
 SIM_MAX_JOBS = 32
-PREEMPTION_ATTEMPTS = 8
+STALL_SECONDS = 86400.0
 
 Flavor = tuple[str, str]
 """(pool, capacity type)."""
@@ -67,8 +83,10 @@ class RunSpec:
 
     name: str
     kind: str
-    """"policy" (the decision code), "static" (a fixed on-demand fraction), "reactive"."""
+    """"policy" (the controller), "static" (a fixed on-demand fraction), "reactive"."""
     on_demand_fraction: float = 0.0
+    threshold: float = 0.1
+    """Reactive: step on-demand up while pending GPUs exceed this share of the pool."""
     decision_interval: float = 900.0
     sample_interval: float = 3600.0
 
@@ -77,22 +95,44 @@ BASELINES: dict[str, RunSpec] = {
     "on-demand-only": RunSpec("on-demand-only", "static", on_demand_fraction=1.0),
     "all-spot": RunSpec("all-spot", "static", on_demand_fraction=0.0),
     "fixed-80-20": RunSpec("fixed-80-20", "static", on_demand_fraction=0.2),
-    "reactive": RunSpec("reactive", "reactive"),
+    "reactive": RunSpec("reactive", "reactive", threshold=0.1),
 }
 POLICY = RunSpec("policy", "policy")
+_PARAMETRIC = re.compile(r"^(static|reactive):([0-9]*\.?[0-9]+)$")
+
+
+def parse_run(text: str) -> RunSpec:
+    """A baseline by name (`BASELINES`), or `static:F` (on-demand fraction F in [0, 1]) or
+    `reactive:T` (the pending share T in (0, 1] that steps on-demand up). Raises ValueError."""
+    word = text.strip()
+    if word in BASELINES:
+        return BASELINES[word]
+    match = _PARAMETRIC.match(word)
+    if match is None:
+        raise ValueError(
+            f"unknown baseline {text!r}: expected one of {', '.join(BASELINES)}, "
+            "static:F (F in [0, 1]) or reactive:T (T in (0, 1])"
+        )
+    kind, value = match.group(1), float(match.group(2))
+    if kind == "static":
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{text!r}: a static on-demand fraction is in [0, 1]")
+        return RunSpec(word, "static", on_demand_fraction=value)
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{text!r}: a reactive threshold is in (0, 1]")
+    return RunSpec(word, "reactive", threshold=value)
 
 
 @dataclass
 class _Job:
     spec: SimJob
-    progress: float = 0.0
-    """Seconds of work done, as of `segment_start` when running."""
+    namespace: str
     state: str = "future"  # future, pending, admitted, running, done
-    flavor: Flavor | None = None
-    borrowed: bool = False
+    flavor: str | None = None
+    progress: float = 0.0
+    """Seconds of work done, as of `segment_start` while running."""
     segment_start: float = 0.0
-    nodes: dict[int, int] = field(default_factory=dict)
-    """node id -> GPUs held on it."""
+    admitted_at: float | None = None
     epoch: int = 0
     first_start: float | None = None
     finish: float | None = None
@@ -100,7 +140,10 @@ class _Job:
     lost: float = 0.0
     interruptions: int = 0
     preemptions: int = 0
-    admitted_at: float = 0.0
+    delays: dict[str, float] = field(default_factory=dict)
+    since: float = 0.0
+    after: str | None = None
+    """Why it last stopped (interrupted or preempted): later waits count toward that."""
 
     @property
     def gpus(self) -> int:
@@ -112,29 +155,17 @@ class _Job:
         step = self.spec.checkpoint_seconds
         return math.floor(done / step) * step if step > 0 else 0.0
 
-
-@dataclass
-class _Node:
-    id: int
-    flavor: Flavor
-    gpus: int
-    launched: float
-    ready: bool = False
-    free: int = 0
-    jobs: set[int] = field(default_factory=set)
-    idle_since: float | None = None
-    gone: bool = False
-
-
-@dataclass
-class _Queue:
-    project: TrainingProject
-    flavors: list[Flavor]
-    nominal: dict[Flavor, int]
-    borrow: dict[Flavor, int | None]
-    share: bool
-    preemption: Preemption
-    usage: dict[Flavor, int] = field(default_factory=dict)
+    def account(self, now: float) -> None:
+        """Adds the time since the last change of state to the delay it belongs to."""
+        if self.state == "pending":
+            bucket = self.after or WAITED_FOR_QUOTA
+        elif self.state == "admitted":
+            bucket = self.after or WAITED_FOR_NODE
+        else:
+            bucket = None
+        if bucket is not None and now > self.since:
+            self.delays[bucket] = self.delays.get(bucket, 0.0) + now - self.since
+        self.since = now
 
 
 class Replay:
@@ -154,198 +185,247 @@ class Replay:
         self.seed = seed
         self.progress = progress
         self.rng = np.random.default_rng(seed)
-        self.jobs = [_Job(j) for j in sorted(jobs, key=lambda j: (j.submit, j.job_id))]
+        namespace = {p.name: p.spec.namespaces[0] for p in policy_set.projects}
+        self.jobs = [
+            _Job(j, namespace[j.project]) for j in sorted(jobs, key=lambda j: (j.submit, j.job_id))
+        ]
+        self.by_name = {(j.namespace, j.spec.job_id): i for i, j in enumerate(self.jobs)}
         self.events: list[tuple[float, int, str, int, int]] = []
         self._seq = 0
         self.now = 0.0
-        self.nodes: dict[int, _Node] = {}
-        self._next_node = 0
         self.pools = {p.name: p for p in policy_set.policy.spec.pools}
-        self.tiers = {t.name: t for t in policy_set.policy.spec.tiers}
+        self.gpu_resources = {p.gpu_resource for p in policy_set.policy.spec.pools}
+        self.karpenter = karpenter_model.Karpenter(self.pools, self.rng, self._push_node)
+        self.kueue: kueue_model.Kueue | None = None
+        self.flavors: dict[str, Flavor] = {}
         self.states: dict[str, PoolState] = {}
-        self.limits: dict[Flavor, int] = {}
-        self.queues: dict[str, _Queue] = {}
-        self.cohort_total: dict[Flavor, int] = {}
-        self.cohort_usage: dict[Flavor, int] = {}
-        self.pending: list[tuple[int, float, int]] = []
-        """(-priority, submit, index), kept sorted: Kueue's order of trying them."""
-        self.arrived: list[int] = []
-        self.freed = True
-        """Quota or capacity came free since the last admission pass: try every pending job."""
-        self.active: dict[Flavor, set[int]] = {}
-        """Admitted or running jobs by flavor, for preemption."""
-        self.waiting: set[int] = set()
-        """Admitted jobs waiting for room on nodes."""
-        self.dirty = True
+        self.applied: dict[tuple[str, str], FlavorQuota] | None = None
+        self.on_demand_target: dict[str, int] = {}
+        self._last_mix: tuple[int, ...] = ()
+        self._reactive: dict[str, int] = {}
+        self._quiet_intervals = 0
         self.mix_changes = 0
         self.decisions = 0
         self.cost: dict[str, float] = {SPOT: 0.0, ON_DEMAND: 0.0}
         self.gpu_hours: dict[str, float] = {SPOT: 0.0, ON_DEMAND: 0.0}
+        self.peak: dict[str, float] = dict.fromkeys(self.pools, 0.0)
         self.timeline: list[Sample] = []
-        self._last_mix: tuple[int, ...] = ()
-        self._reactive_on_demand: dict[str, int] = {}
-        self._quiet_intervals = 0
-        self._retry_pending: set[Flavor] = set()
+        self.risk_log: list[tuple[float, str, str, float, float]] = []
+        self.dirty = True
         self.activity = 0
-        """Counts starts, finishes and arrivals: a world that did not move needs no new pass."""
-        self.last_activity_time = 0.0
         self._decided_at_activity = -1
+        self.last_activity_time = 0.0
         self.not_submitted = len(self.jobs)
+        self.unfinished = len(self.jobs)
         self.running = 0
-        """Jobs running now, kept as they start and stop: the end-of-run check reads it."""
+        self.boost_step = (
+            boost_step(
+                policy_set.policy.spec.risk.priority_boost_value,
+                (t.priority for t in policy_set.policy.spec.tiers),
+            )
+            if spec.kind == "policy" and policy_set.policy.spec.risk.priority_boost
+            else 0
+        )
 
     # ------------------------------------------------------------------ events
     def _push(self, at: float, kind: str, a: int = 0, b: int = 0) -> None:
         self._seq += 1
         heapq.heappush(self.events, (at, self._seq, kind, a, b))
 
-    # ------------------------------------------------------------------ the mix
-    def _apply_render(self, rendered: Rendered) -> None:
-        policy = self.policy_set.policy
-        reserved: dict[Flavor, int] = {}
-        for tier in policy.spec.tiers:
-            for r in tier.reserved:
-                key = (r.pool, ON_DEMAND)
-                reserved[key] = reserved.get(key, 0) + r.gpus
-        old = self.queues
-        self.queues = {}
-        total: dict[Flavor, int] = dict(reserved)
-        for project in self.policy_set.projects:
-            tier = self.tiers[project.spec.tier]
-            spot_ok = spot_allowed(self.policy_set, project)
-            flavors: list[Flavor] = []
-            nominal: dict[Flavor, int] = {}
-            borrow: dict[Flavor, int | None] = {}
-            for quota in project.spec.quotas:
-                split = rendered.quotas[(project.name, quota.pool)]
-                if spot_ok:
-                    flavors.append((quota.pool, SPOT))
-                    nominal[(quota.pool, SPOT)] = split.spot_gpus
-                    borrow[(quota.pool, SPOT)] = split.spot_borrowing_limit
-                flavors.append((quota.pool, ON_DEMAND))
-                nominal[(quota.pool, ON_DEMAND)] = split.on_demand_gpus
-                borrow[(quota.pool, ON_DEMAND)] = split.on_demand_borrowing_limit
-            if project.spec.share_capacity:
-                # Only queues in the cohort lend their unused quota to it.
-                for key, value in nominal.items():
-                    total[key] = total.get(key, 0) + value
-            previous = old.get(project.name)
-            self.queues[project.name] = _Queue(
-                project=project,
-                flavors=flavors,
-                nominal=nominal,
-                borrow=borrow,
-                share=project.spec.share_capacity,
-                preemption=tier.preemption,
-                usage=dict(previous.usage) if previous else {},
-            )
-        self.cohort_total = total
-        self.freed = True
-        self.limits = {}
-        for mix in rendered.mix:
-            self.limits[(mix.pool, ON_DEMAND)] = mix.on_demand_gpus
-            self.limits[(mix.pool, SPOT)] = mix.spot_gpus
+    def _push_node(self, at: float, kind: str, node: int) -> None:
+        self._push(at, kind, node)
+
+    # ------------------------------------------------------------------ applying a render
+    def _apply(self, rendered: Rendered) -> None:
+        """What the controller's writes do: new quotas for Kueue, new limits for Karpenter."""
+        for obj in rendered.objects:
+            if obj["kind"] == "ResourceFlavor":
+                labels = obj["spec"]["nodeLabels"]
+                self.flavors[obj["metadata"]["name"]] = (
+                    labels[names.LABEL_POOL],
+                    labels[names.CAPACITY_TYPE_LABEL],
+                )
+        queues, cohorts = kueue_model.specs_from_objects(rendered.objects, self.gpu_resources)
+        if self.kueue is None:
+            self.kueue = kueue_model.Kueue(queues, cohorts)
+        else:
+            self.kueue.reconfigure(queues, cohorts)
+        self.karpenter.configure(karpenter_model.specs_from_objects(rendered.objects, self.pools))
+        self.applied = dict(rendered.quotas)
         signature = tuple(m.on_demand_gpus for m in rendered.mix)
         if self._last_mix and signature != self._last_mix:
             self.mix_changes += 1
         self._last_mix = signature
         self.dirty = True
 
-    def _static_mix(self, fraction: float) -> Rendered:
+    def _render_baseline(self, wanted: dict[str, int]) -> None:
+        """A baseline's on-demand GPUs, moved as far as the shift rule allows, rendered."""
         demands = pool_demands(self.policy_set)
-        # Whole nodes: a fraction of a node's GPUs on-demand could never be launched.
-        targets = {
-            pool: PoolTarget(
-                round(demand.total_gpus * fraction / self.pools[pool].gpus_per_node)
-                * self.pools[pool].gpus_per_node
-            )
+        applied = {m.pool: m.on_demand_gpus for m in render(self.policy_set).mix}
+        if self.applied is not None:
+            applied = self._applied_on_demand()
+        shifts = limit_shifts(
+            wanted,
+            applied,
+            {p: d.total_gpus for p, d in demands.items()},
+            held_by_side(self.pools.values(), self._workload_views(), self._claims()),
+        )
+        self.on_demand_target = dict(wanted)
+        self._apply(
+            render(self.policy_set, targets={p: PoolTarget(s.applied) for p, s in shifts.items()})
+        )
+
+    def _applied_on_demand(self) -> dict[str, int]:
+        out = dict.fromkeys(self.pools, 0)
+        for tier in self.policy_set.policy.spec.tiers:
+            for reservation in tier.reserved:
+                out[reservation.pool] += reservation.gpus
+        for (_, pool), quota in (self.applied or {}).items():
+            out[pool] += quota.on_demand_gpus
+        return out
+
+    def _static_target(self, fraction: float) -> dict[str, int]:
+        """A fixed fraction of each pool on-demand, in whole nodes."""
+        demands = pool_demands(self.policy_set)
+        return {
+            pool: round(demand.total_gpus * fraction / self.pools[pool].gpus_per_node)
+            * self.pools[pool].gpus_per_node
             for pool, demand in demands.items()
         }
-        return render(self.policy_set, targets=targets)
 
+    # ------------------------------------------------------------------ the controller
     def _decide(self) -> None:
         self.decisions += 1
         if self.spec.kind == "static":
+            target = self._static_target(self.spec.on_demand_fraction)
+            if target != self._applied_on_demand():
+                self._render_baseline(target)  # a shift still waiting for work to drain
             return
         if self.spec.kind == "reactive":
             self._react()
             return
-        steady = all(s.raise_since is None and not s.assignments for s in self.states.values())
-        if steady and not self.pending and self.activity == self._decided_at_activity:
-            return  # nothing queued, moved or held since the last pass: it would hold again
-        self._decided_at_activity = self.activity
-        policy_set, views = self._decision_view()
-        if not any(v.deadline for v in views) and steady:
-            return  # nothing with a deadline and nothing held: the decision code would hold
-        mixed = decide_capacity(
-            policy_set,
-            states=self.states,
-            workloads=views,
-            node_claims=(),
-            history=History(available=True),
-            now=self.now,
-            seed=self.seed,
-            max_jobs=SIM_MAX_JOBS,
+        # Nothing arrived, started or ended since the last pass, and every pool rests at its
+        # floor with no timer running: the pass would hold, so it is skipped.
+        resting = all(
+            s.raise_since is None
+            and not s.assignments
+            and s.on_demand_gpus == initial_state(self.policy_set, s.pool).on_demand_gpus
+            for s in self.states.values()
         )
-        self.states = {d.pool: d.state for d in mixed.decisions}
-        self._apply_render(mixed.rendered)
+        if resting and self.activity == self._decided_at_activity:
+            return
+        self._decided_at_activity = self.activity
+        plan = plan_capacity(self._observe())
+        self.states = dict(plan.states)
+        self.on_demand_target = {d.pool: d.target for d in plan.decisions}
+        self._apply(plan.rendered)
+        self._apply_boosts(plan)
+        for pool, warm in plan.warm_targets.items():
+            self.karpenter.set_placeholders(pool, math.ceil(warm / self.pools[pool].gpus_per_node))
+        self._record_risks(plan)
 
     def _react(self) -> None:
-        """Reactive step scaling on queue depth: one node's worth more on-demand GPUs while
-        pending work exceeds a tenth of the pool, one less after two quiet intervals."""
-        pending = sum(self.jobs[e[2]].gpus for e in self.pending)
+        """One node's worth more on-demand GPUs while pending work exceeds the threshold's
+        share of the pool, one less after two quiet intervals."""
+        assert self.kueue is not None
+        pending = sum(w.gpus for w in self.kueue.pending())
         demands = pool_demands(self.policy_set)
-        changed = False
+        wanted = {}
         for pool, demand in demands.items():
             step = self.pools[pool].gpus_per_node
-            current = self._reactive_on_demand.get(pool, self.pools[pool].on_demand.floor_gpus)
-            if pending > 0.1 * demand.total_gpus:
-                new = min(current + step, demand.total_gpus)
+            current = self._reactive.get(pool, self.pools[pool].on_demand.floor_gpus)
+            if pending > self.spec.threshold * demand.total_gpus:
+                current = min(current + step, demand.total_gpus)
                 self._quiet_intervals = 0
             elif pending == 0:
                 self._quiet_intervals += 1
-                new = max(current - step, 0) if self._quiet_intervals >= 2 else current
-            else:
-                new = current
-            if new != current:
-                changed = True
-            self._reactive_on_demand[pool] = new
-        if changed or not self._last_mix:
-            self._apply_render(render(self.policy_set, on_demand_gpus=self._reactive_on_demand))
+                if self._quiet_intervals >= 2:
+                    current = max(current - step, 0)
+            wanted[pool] = current
+        self._reactive = wanted
+        if wanted != self._applied_on_demand() or not self._last_mix:
+            self._render_baseline(wanted)
 
-    def _decision_view(self) -> tuple[PolicySet, list[WorkloadView]]:
-        """The world as the controller would see it: Workloads and per-project deadlines."""
-        groups: dict[str, dict[str, float]] = {}
-        views: list[WorkloadView] = []
-        namespace = {p.name: p.spec.namespaces[0] for p in self.policy_set.projects}
+    def _observe(self) -> Observation:
+        policy_set, views = self._decision_view()
+        return Observation(
+            policy_set=policy_set,
+            states=self.states,
+            workloads=views,
+            node_claims=self._claims(),
+            history=History(available=True),
+            now=self.now,
+            applied=self.applied,
+            seed=self.seed,
+            max_jobs=SIM_MAX_JOBS,
+        )
+
+    def _claims(self) -> list[NodeClaimView]:
+        claims = [
+            NodeClaimView(
+                pool=n.pool,
+                capacity_type=n.capacity_type,
+                created=n.launched,
+                ready_at=n.launched + self.pools[n.pool].provisioning_latency_seconds
+                if n.ready
+                else None,
+                deleting=False,
+            )
+            for n in self.karpenter.nodes.values()
+        ]
+        claims.extend(
+            NodeClaimView(n.pool, n.capacity_type, n.launched, n.launched, True)
+            for n in self.karpenter.interrupted
+        )
+        self.karpenter.interrupted.clear()
+        return claims
+
+    def _label(self, job: _Job) -> str | None:
+        deadline = job.spec.deadline
+        return None if deadline is None else f"d{int(deadline // DEADLINE_BIN)}"
+
+    def _workload_views(self) -> list[WorkloadView]:
+        views = []
         for job in self.jobs:
             if job.state not in ("pending", "admitted", "running"):
                 continue
             spec = job.spec
-            label: str | None = None
-            if spec.deadline is not None:
-                label = f"d{int(spec.deadline // DEADLINE_BIN)}"
-                bins = groups.setdefault(spec.project, {})
-                bins[label] = min(bins.get(label, spec.deadline), spec.deadline)
-            running = job.state == "running"
+            admitted = job.admitted_at is not None
             views.append(
                 WorkloadView(
-                    namespace=namespace[spec.project],
+                    namespace=job.namespace,
                     name=spec.job_id,
                     queue=spec.project,
                     priority=spec.priority,
                     gpus=spec.gpus,
                     created=spec.submit,
-                    admitted_at=job.segment_start if running else None,
+                    admitted_at=job.admitted_at,
+                    evictions=job.preemptions,
+                    cluster_queue=spec.project if admitted else None,
+                    flavors=(job.flavor,) if admitted and job.flavor else (),
                     expected_duration=spec.expected_duration,
                     checkpoint_interval=spec.checkpoint_seconds,
-                    deadline=label,
-                    past_execution_seconds=job.progress if running else job.checkpointed(self.now),
+                    deadline=self._label(job),
+                    past_execution_seconds=job.checkpointed(self.now)
+                    if job.state == "running"
+                    else job.progress,
                 )
             )
+        return views
+
+    def _decision_view(self) -> tuple[PolicySet, list[WorkloadView]]:
+        """The policy with each project's deadline bins as its deadlines, and the Workloads."""
+        views = self._workload_views()
+        groups: dict[str, dict[str, float]] = {}
+        for job in self.jobs:
+            if job.state in ("pending", "admitted", "running") and job.spec.deadline is not None:
+                label = self._label(job)
+                assert label is not None
+                bins = groups.setdefault(job.spec.project, {})
+                bins[label] = min(bins.get(label, job.spec.deadline), job.spec.deadline)
         projects = []
         for project in self.policy_set.projects:
-            ordered = sorted(groups.get(project.name, {}).items(), key=lambda kv: kv[1])
+            ordered = sorted(groups.get(project.name, {}).items(), key=lambda kv: (kv[1], kv[0]))
             confidence = (
                 project.spec.deadlines[0].target_confidence if project.spec.deadlines else 0.95
             )
@@ -361,57 +441,79 @@ class Replay:
         policy = replace(policy, spec=replace(policy.spec, risk=risk))
         return PolicySet(policy=policy, projects=tuple(projects)), views
 
-    # ------------------------------------------------------------------ Kueue
-    def _enqueue(self, index: int) -> None:
+    def _apply_boosts(self, plan: CapacityPlan) -> None:
+        """The annotations the reconciler writes: the plan's boosts, none on anything else."""
+        assert self.kueue is not None
+        for key, workload in list(self.kueue.workloads.items()):
+            job = self.jobs[key]
+            boost = plan.boosts.get((job.namespace, job.spec.job_id), 0)
+            self.kueue.set_boost(key, boost if workload.admitted_at is None else 0)
+
+    def _arrival_boost(self, job: _Job) -> int:
+        """The boost the controller's next pass gives a new workload (its own deadline)."""
+        if not self.boost_step or job.spec.deadline is None:
+            return -self.boost_step * urgency_level(None) if self.boost_step else 0
+        slack = job.spec.deadline - self.now - job.spec.expected_duration
+        return -self.boost_step * urgency_level(slack)
+
+    def _record_risks(self, plan: CapacityPlan) -> None:
+        for report in plan.deadlines:
+            if report.cutoff > self.now and report.workloads:
+                self.risk_log.append(
+                    (self.now, report.project, report.deadline, report.cutoff, report.estimate.risk)
+                )
+
+    # ------------------------------------------------------------------ jobs
+    def _touch(self) -> None:
+        self.activity += 1
+        self.last_activity_time = self.now
+
+    def _submit(self, index: int) -> None:
+        assert self.kueue is not None
         job = self.jobs[index]
-        if job.state == "future":
-            self.not_submitted -= 1
+        self.not_submitted -= 1
         self._touch()
-        job.state = "pending"
-        bisect.insort(self.pending, (-job.spec.priority, job.spec.submit, index))
-        self.arrived.append(index)
+        job.state, job.since = "pending", self.now
+        self.kueue.submit(
+            kueue_model.Workload(
+                key=index,
+                queue=job.spec.project,
+                gpus=job.gpus,
+                priority=job.spec.priority,
+                created=job.spec.submit,
+                boost=self._arrival_boost(job),
+                queued_at=job.spec.submit,
+            )
+        )
         self.dirty = True
 
-    def _fits(self, queue: _Queue, flavor: Flavor, gpus: int) -> tuple[bool, bool]:
-        """(fits, borrowing) on a flavor, by nominal quota or the cohort's unused quota."""
-        used = queue.usage.get(flavor, 0)
-        nominal = queue.nominal.get(flavor, 0)
-        if not queue.share:
-            return used + gpus <= nominal, False
-        cohort_free = self.cohort_total.get(flavor, 0) - self.cohort_usage.get(flavor, 0)
-        if used + gpus <= nominal and gpus <= cohort_free:
-            return True, False
-        limit = queue.borrow.get(flavor)
-        ceiling = nominal + limit if limit is not None else math.inf
-        return (used + gpus <= ceiling and gpus <= cohort_free), True
+    def _admitted(self, admission: kueue_model.Admission) -> None:
+        assert self.kueue is not None
+        if self.boost_step:
+            # The controller takes its boost off an admitted workload on the pass the
+            # admission wakes, within a second: the replay does it at once.
+            self.kueue.set_boost(admission.key, 0)
+        job = self.jobs[admission.key]
+        job.account(self.now)
+        job.state, job.flavor, job.admitted_at = "admitted", admission.flavor, self.now
+        pool, capacity_type = self.flavors[admission.flavor]
+        self.karpenter.admit(admission.key, pool, capacity_type, job.gpus)
 
-    def _reserve(self, index: int, flavor: Flavor, borrowed: bool) -> None:
+    def _start(self, index: int) -> None:
+        self._touch()
         job = self.jobs[index]
-        queue = self.queues[job.spec.project]
-        queue.usage[flavor] = queue.usage.get(flavor, 0) + job.gpus
-        if queue.share:
-            self.cohort_usage[flavor] = self.cohort_usage.get(flavor, 0) + job.gpus
-        job.flavor, job.borrowed, job.state = flavor, borrowed, "admitted"
-        job.admitted_at = self.now
-        self.waiting.add(index)
-        self.active.setdefault(flavor, set()).add(index)
-
-    def _release(self, index: int) -> None:
-        job = self.jobs[index]
-        if job.flavor is None:
-            return
-        queue = self.queues[job.spec.project]
-        queue.usage[job.flavor] = queue.usage.get(job.flavor, 0) - job.gpus
-        if queue.share:
-            self.cohort_usage[job.flavor] = self.cohort_usage.get(job.flavor, 0) - job.gpus
-        self.active.get(job.flavor, set()).discard(index)
-        job.flavor = None
-        self.waiting.discard(index)
-        self.freed = True
+        job.account(self.now)
+        self.running += 1
+        job.state, job.segment_start = "running", self.now
+        if job.first_start is None:
+            job.first_start = self.now
+        job.epoch += 1
+        self._push(self.now + job.spec.duration - job.progress, "finish", index, job.epoch)
 
     def _stop(self, index: int, *, reason: str) -> None:
-        """Stop a running or admitted job, keeping work up to its last checkpoint."""
+        """A running or admitted job stops, keeping its work up to its last checkpoint."""
         job = self.jobs[index]
+        job.account(self.now)
         if job.state == "running":
             self.running -= 1
             kept = job.checkpointed(self.now)
@@ -420,274 +522,81 @@ class Replay:
             lost = job.progress + ran - kept
             job.lost += job.gpus * lost
             job.progress = kept
-            self._free_nodes(index)
+            job.delays[reason] = job.delays.get(reason, 0.0) + lost
         job.epoch += 1
-        if reason == "preempted":
+        job.after = reason
+        self.karpenter.release(index, now=self.now)
+        if reason == PREEMPTED:
             job.preemptions += 1
-            self._release(index)
-            self._enqueue(index)
+            job.state, job.flavor, job.admitted_at = "pending", None, None
         else:
             job.interruptions += 1
             job.state = "admitted"
-            self.waiting.add(index)
+            pool, capacity_type = self.flavors[job.flavor or ""]
+            self.karpenter.admit(index, pool, capacity_type, job.gpus)
         self.dirty = True
 
-    def _preempt_for(self, index: int, queue: _Queue) -> bool:
+    def _finish(self, index: int, epoch: int) -> None:
         job = self.jobs[index]
-        if queue.preemption is Preemption.NEVER:
-            return False
-        for flavor in queue.flavors:
-            # Within the queue: lower-priority workloads on this flavor, newest first.
-            active = self.active.get(flavor, set())
-            victims = (
-                sorted(
-                    (
-                        i
-                        for i in active
-                        if self.jobs[i].spec.project == job.spec.project
-                        and self.jobs[i].spec.priority < job.spec.priority
-                    ),
-                    key=lambda i: (self.jobs[i].spec.priority, -self.jobs[i].admitted_at),
-                )
-                if queue.usage.get(flavor, 0) + job.gpus > queue.nominal.get(flavor, 0)
-                else []
-            )
-            # Across queues: reclaim what others borrow, when we fit our own nominal quota.
-            if queue.usage.get(flavor, 0) + job.gpus <= queue.nominal.get(flavor, 0):
-                victims = sorted(
-                    (
-                        i
-                        for i in active
-                        if self.jobs[i].borrowed
-                        and self.jobs[i].spec.project != job.spec.project
-                        and (
-                            queue.preemption is Preemption.ANY
-                            or self.jobs[i].spec.priority < job.spec.priority
-                        )
-                    ),
-                    key=lambda i: (self.jobs[i].spec.priority, -self.jobs[i].admitted_at),
-                )
-            freed = 0
-            chosen = []
-            # A queue outside the cohort only has its own quota to make room in.
-            needed = (
-                job.gpus
-                - max(self.cohort_total.get(flavor, 0) - self.cohort_usage.get(flavor, 0), 0)
-                if queue.share
-                else 0
-            )
-            if queue.usage.get(flavor, 0) + job.gpus > queue.nominal.get(flavor, 0):
-                needed = max(
-                    needed, queue.usage.get(flavor, 0) + job.gpus - queue.nominal.get(flavor, 0)
-                )
-            for victim in victims:
-                if freed >= needed:
-                    break
-                chosen.append(victim)
-                freed += self.jobs[victim].gpus
-            # Like Kueue, give back the victims the last one made unnecessary.
-            for victim in reversed(chosen[:-1]):
-                if freed - self.jobs[victim].gpus >= needed:
-                    chosen.remove(victim)
-                    freed -= self.jobs[victim].gpus
-            if chosen and freed >= needed:
-                for victim in chosen:
-                    self._stop(victim, reason="preempted")
-                fits, borrowed = self._fits(queue, flavor, job.gpus)
-                if fits:
-                    self._reserve(index, flavor, borrowed)
-                    return True
-        return False
-
-    def _admit(self) -> None:
-        """One admission pass, in priority then age order (best-effort FIFO).
-
-        When nothing came free since the last pass only new arrivals can fit, so only they are
-        tried. A full pass stops once no flavor has room for the smallest job left. Preemption
-        is tried for at most `PREEMPTION_ATTEMPTS` jobs a pass, the highest first.
-        """
-        if self.freed:
-            candidates = [entry[2] for entry in self.pending]
-        else:
-            candidates = sorted(
-                set(self.arrived),
-                key=lambda i: (-self.jobs[i].spec.priority, self.jobs[i].spec.submit, i),
-            )
-        self.freed = False
-        self.arrived = []
-        attempts = PREEMPTION_ATTEMPTS
-        admitted: set[int] = set()
-        for index in candidates:
-            job = self.jobs[index]
-            if job.state != "pending":
-                continue
-            queue = self.queues[job.spec.project]
-            for flavor in queue.flavors:
-                fits, borrowed = self._fits(queue, flavor, job.gpus)
-                if fits:
-                    self._reserve(index, flavor, borrowed)
-                    admitted.add(index)
-                    break
-            else:
-                if attempts > 0 and queue.preemption is not Preemption.NEVER:
-                    attempts -= 1
-                    if self._preempt_for(index, queue):
-                        admitted.add(index)
-                        continue
-                room = max(
-                    (
-                        self.cohort_total.get(f, 0) - self.cohort_usage.get(f, 0)
-                        for f in self.cohort_total
-                    ),
-                    default=0,
-                )
-                if room < 1 and attempts == 0:
-                    break
-        if admitted:
-            self.pending = [e for e in self.pending if self.jobs[e[2]].state == "pending"]
-
-    # ------------------------------------------------------------------ Karpenter
-    def _place(self) -> None:
-        by_flavor: dict[Flavor, list[int]] = {}
-        for index in sorted(self.waiting, key=lambda i: (self.jobs[i].admitted_at, i)):
-            flavor = self.jobs[index].flavor
-            assert flavor is not None
-            by_flavor.setdefault(flavor, []).append(index)
-        for flavor, indexes in by_flavor.items():
-            ready = sorted(
-                (n for n in self.nodes.values() if n.flavor == flavor and n.ready and not n.gone),
-                key=lambda n: n.id,
-            )
-            short = 0
-            for index in indexes:
-                job = self.jobs[index]
-                free = sum(n.free for n in ready)
-                if free < job.gpus:
-                    # Later jobs queue behind this one; count only what free GPUs lack.
-                    short += job.gpus - free if short == 0 else job.gpus
-                    continue
-                need = job.gpus
-                for node in ready:
-                    if need == 0:
-                        break
-                    take = min(node.free, need)
-                    if take:
-                        node.free -= take
-                        node.jobs.add(index)
-                        node.idle_since = None
-                        job.nodes[node.id] = job.nodes.get(node.id, 0) + take
-                        need -= take
-                self._start(index)
-            if short:
-                self._launch(flavor, short)
-
-    def _launch(self, flavor: Flavor, short: int) -> None:
-        pool = self.pools[flavor[0]]
-        per_node = pool.gpus_per_node
-        coming = sum(
-            n.gpus for n in self.nodes.values() if n.flavor == flavor and not n.ready and not n.gone
-        )
-        have = sum(n.gpus for n in self.nodes.values() if n.flavor == flavor and not n.gone)
-        wanted = max(short - coming, 0)
-        room = self.limits.get(flavor, 0) - have
-        count = min(math.ceil(wanted / per_node), max(room, 0) // per_node)
-        for _ in range(count):
-            if flavor[1] == SPOT and self.rng.random() > pool.spot_availability:
-                if flavor not in self._retry_pending:
-                    self._retry_pending.add(flavor)
-                    self._push(self.now + SPOT_RETRY, "retry")
-                break
-            node = _Node(self._next_node, flavor, per_node, launched=self.now)
-            self._next_node += 1
-            self.nodes[node.id] = node
-            self._push(self.now + pool.provisioning_latency_seconds, "ready", node.id)
-
-    def _touch(self) -> None:
-        self.activity += 1
-        self.last_activity_time = self.now
-
-    def _start(self, index: int) -> None:
+        if job.state != "running" or job.epoch != epoch:
+            return
+        assert self.kueue is not None
+        job.account(self.now)
+        job.used += job.gpus * (self.now - job.segment_start)
+        job.progress = job.spec.duration
+        job.state, job.finish = "done", self.now
+        self.running -= 1
+        self.unfinished -= 1
         self._touch()
-        self.running += 1
-        job = self.jobs[index]
-        self.waiting.discard(index)
-        job.state = "running"
-        job.segment_start = self.now
-        if job.first_start is None:
-            job.first_start = self.now
-        job.epoch += 1
-        self._push(self.now + job.spec.duration - job.progress, "finish", index, job.epoch)
+        self.karpenter.release(index, now=self.now)
+        self.kueue.finish(index)
+        self.dirty = True
 
-    def _free_nodes(self, index: int) -> None:
-        job = self.jobs[index]
-        for node_id, gpus in job.nodes.items():
-            node = self.nodes.get(node_id)
-            if node is None or node.gone:
-                continue
-            node.free += gpus
-            node.jobs.discard(index)
-            if not node.jobs:
-                node.idle_since = self.now
-                self._push(self.now + CONSOLIDATE_AFTER, "idle", node.id)
-        job.nodes = {}
+    # ------------------------------------------------------------------ settling
+    def _settle(self) -> None:
+        """Kueue admits (and preempts), Karpenter places and launches, until nothing moves."""
+        assert self.kueue is not None
+        for admission in self.kueue.schedule(now=self.now):
+            for victim in admission.victims:
+                self._stop(victim, reason=PREEMPTED)
+            self._admitted(admission)
+        for index in self.karpenter.place(now=self.now):
+            self._start(index)
+        for pool in self.pools:
+            provisioned = sum(n.gpus for n in self.karpenter.nodes.values() if n.pool == pool)
+            self.peak[pool] = max(self.peak[pool], provisioned)
+        self._bill()
 
-    def _remove(self, node: _Node) -> None:
-        node.gone = True
-        hours = (self.now - node.launched) / 3600.0
-        price = self.pools[node.flavor[0]].prices
-        per_gpu = (
-            price.spot_per_gpu_hour if node.flavor[1] == SPOT else price.on_demand_per_gpu_hour
-        )
-        self.cost[node.flavor[1]] += hours * node.gpus * per_gpu
-        self.gpu_hours[node.flavor[1]] += hours * node.gpus
-        del self.nodes[node.id]
+    def _bill(self) -> None:
+        for removal in self.karpenter.removed:
+            node = removal.node
+            hours = (removal.at - node.launched) / 3600.0
+            prices = self.pools[node.pool].prices
+            per_gpu = (
+                prices.spot_per_gpu_hour
+                if node.capacity_type == SPOT
+                else prices.on_demand_per_gpu_hour
+            )
+            self.cost[node.capacity_type] += hours * node.gpus * per_gpu
+            self.gpu_hours[node.capacity_type] += hours * node.gpus
+        self.karpenter.removed.clear()
 
     # ------------------------------------------------------------------ handlers
     def _handle(self, kind: str, a: int, b: int) -> None:
         if kind == "submit":
-            self._enqueue(a)
+            self._submit(a)
         elif kind == "finish":
-            job = self.jobs[a]
-            if job.state != "running" or job.epoch != b:
-                return
-            job.used += job.gpus * (self.now - job.segment_start)
-            job.progress = job.spec.duration
-            job.state, job.finish = "done", self.now
-            self.running -= 1
-            self._touch()
-            self._free_nodes(a)
-            self._release(a)
-            self.dirty = True
+            self._finish(a, b)
         elif kind == "ready":
-            node = self.nodes.get(a)
-            if node is None:
-                return
-            node.ready, node.free, node.idle_since = True, node.gpus, self.now
-            self._push(self.now + CONSOLIDATE_AFTER, "idle", node.id)
-            if node.flavor[1] == SPOT:
-                rate = self.pools[node.flavor[0]].spot_interruptions_per_hour
-                if rate > 0:
-                    self._push(self.now + self.rng.exponential(3600.0 / rate), "interrupt", node.id)
+            self.karpenter.node_ready(a, now=self.now)
             self.dirty = True
         elif kind == "interrupt":
-            node = self.nodes.get(a)
-            if node is None or node.gone:
-                return
-            for index in sorted(node.jobs):
-                self._stop(index, reason="interrupted")
-            self._remove(node)
+            for index in self.karpenter.interrupt(a, now=self.now):
+                self._stop(index, reason=INTERRUPTED)
+            self.dirty = True
         elif kind == "idle":
-            node = self.nodes.get(a)
-            if (
-                node
-                and not node.gone
-                and not node.jobs
-                and node.idle_since is not None
-                and (self.now - node.idle_since >= CONSOLIDATE_AFTER - 1e-6)
-            ):
-                self._remove(node)
+            self.karpenter.idle(a, now=self.now)
         elif kind == "retry":
-            self._retry_pending.clear()
             self.dirty = True
         elif kind == "decide":
             self._decide()
@@ -699,18 +608,17 @@ class Replay:
     def _sample(self) -> None:
         in_use = {SPOT: 0.0, ON_DEMAND: 0.0}
         provisioned = {SPOT: 0.0, ON_DEMAND: 0.0}
-        for node in self.nodes.values():
-            provisioned[node.flavor[1]] += node.gpus
-            in_use[node.flavor[1]] += node.gpus - node.free if node.ready else 0
+        for node in self.karpenter.nodes.values():
+            provisioned[node.capacity_type] += node.gpus
+            if node.ready:
+                in_use[node.capacity_type] += sum(node.jobs.values())
         self.timeline.append(
             Sample(
                 time=self.now,
                 gpus_in_use=in_use,
                 gpus_provisioned=provisioned,
-                on_demand_target=float(
-                    sum(v for (_, ct), v in self.limits.items() if ct == ON_DEMAND)
-                ),
-                pending_jobs=len(self.pending),
+                on_demand_target=float(sum(self._applied_on_demand().values())),
+                pending_jobs=len(self.kueue.pending()) if self.kueue is not None else 0,
             )
         )
 
@@ -718,11 +626,10 @@ class Replay:
     def run(self) -> RunResult:
         started = time.monotonic()
         if self.spec.kind == "static":
-            self._apply_render(self._static_mix(self.spec.on_demand_fraction))
-        elif self.spec.kind == "reactive":
-            self._react()
+            self._apply(render(self.policy_set))
+            self._render_baseline(self._static_target(self.spec.on_demand_fraction))
         else:
-            self._apply_render(render(self.policy_set))
+            self._apply(render(self.policy_set))
         for index, job in enumerate(self.jobs):
             self._push(job.spec.submit, "submit", index)
         end = max((j.spec.submit for j in self.jobs), default=0.0)
@@ -738,13 +645,14 @@ class Replay:
             self._handle(kind, a, b)
             if self.dirty and (not self.events or self.events[0][0] > self.now):
                 self.dirty = False
-                self._admit()
-                self._place()
+                self._settle()
             if self.progress and end > 0 and at - reported > end / 200:
                 reported = at
                 self.progress(min(at / end, 1.0))
-        for node in list(self.nodes.values()):
-            self._remove(node)
+        for job in self.jobs:
+            job.account(self.now)
+        self.karpenter.remove_all(now=self.now)
+        self._bill()
         return self._result(time.monotonic() - started)
 
     def _stalled(self, at: float) -> bool:
@@ -753,11 +661,11 @@ class Replay:
         Jobs still pending then cannot be admitted (wider than any quota): they are reported
         as unfinished rather than replayed for months.
         """
-        if self.not_submitted or self.waiting:
+        if self.not_submitted or self.karpenter.waiting:
             return False
-        if not self.pending and not self.running:
+        if not self.unfinished:
             return True
-        return not self.running and at - self.last_activity_time > 86400
+        return not self.running and at - self.last_activity_time > STALL_SECONDS
 
     def _result(self, wall: float) -> RunResult:
         outcomes = [
@@ -775,9 +683,19 @@ class Replay:
                 lost_gpu_seconds=j.lost,
                 interruptions=j.interruptions,
                 preemptions=j.preemptions,
+                delays=dict(j.delays),
+                cause=attribute(
+                    submit=j.spec.submit,
+                    duration=j.spec.duration,
+                    deadline=j.spec.deadline,
+                    finish=j.finish,
+                    delays=j.delays,
+                    admissible=j.first_start is not None or j.admitted_at is not None,
+                ),
             )
             for j in self.jobs
         ]
+        demands = pool_demands(self.policy_set)
         return RunResult(
             name=self.spec.name,
             outcomes=outcomes,
@@ -787,8 +705,35 @@ class Replay:
             mix_changes=self.mix_changes,
             decisions=self.decisions,
             wall_seconds=wall,
-            unfinished=sum(1 for j in self.jobs if j.state != "done"),
+            unfinished=self.unfinished,
+            risk_log=self._risk_records(),
+            peak_provisioned=dict(self.peak),
+            ceilings={
+                name: min(pool.max_gpus, demands[name].total_gpus)
+                for name, pool in self.pools.items()
+            },
         )
+
+    def _risk_records(self) -> list[RiskRecord]:
+        """Each estimate with its outcome: did every workload counting toward the deadline
+        when it was made (submitted, unfinished) finish by the cutoff?"""
+        members: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for job in self.jobs:
+            label = self._label(job)
+            if label is not None:
+                finish = job.finish if job.finish is not None else math.inf
+                members.setdefault((job.spec.project, label), []).append((job.spec.submit, finish))
+        for items in members.values():
+            items.sort()
+        out = []
+        for at, project, deadline, cutoff, risk in self.risk_log:
+            missed = any(
+                finish > cutoff
+                for submit, finish in members.get((project, deadline), ())
+                if submit <= at and finish > at
+            )
+            out.append(RiskRecord(at, project, deadline, risk, missed))
+        return out
 
 
 def replay(

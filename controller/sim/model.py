@@ -5,7 +5,16 @@ Kept apart from the engine so that reports, plots and tests read results without
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+INFEASIBLE = "infeasible at submit"
+WAITED_FOR_QUOTA = "waited for quota"
+WAITED_FOR_NODE = "waited for a node"
+INTERRUPTED = "work lost to interruptions"
+PREEMPTED = "preempted"
+CAUSES = (INFEASIBLE, WAITED_FOR_QUOTA, WAITED_FOR_NODE, INTERRUPTED, PREEMPTED)
+"""Why a deadline was missed, one cause per miss (see `controller.sim.attribution`)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,10 @@ class JobOutcome:
     """Work redone after interruptions and preemptions."""
     interruptions: int
     preemptions: int
+    delays: Mapping[str, float] = field(default_factory=dict)
+    """Seconds lost to each cause (`CAUSES` but infeasible): what attribution weighs."""
+    cause: str | None = None
+    """Why it missed its deadline (one of `CAUSES`); None when it met it or had none."""
 
     @property
     def met(self) -> bool | None:
@@ -80,6 +93,18 @@ class Sample:
     pending_jobs: int
 
 
+@dataclass(frozen=True)
+class RiskRecord:
+    """One risk the policy estimated for one deadline, and what became of the deadline."""
+
+    time: float
+    project: str
+    deadline: str
+    risk: float
+    missed: bool
+    """Whether some workload counting toward it at `time` finished after its cutoff (or never)."""
+
+
 @dataclass
 class RunResult:
     """One policy's (or baseline's) replay of one trace."""
@@ -94,4 +119,10 @@ class RunResult:
     decisions: int = 0
     wall_seconds: float = 0.0
     unfinished: int = 0
-    """Jobs still pending or running when the replay ended (excluded from hit rates)."""
+    """Jobs still pending or running when the replay ended (counted as missed)."""
+    risk_log: list[RiskRecord] = field(default_factory=list)
+    """Every deadline risk the policy estimated, with its outcome (empty for baselines)."""
+    peak_provisioned: dict[str, float] = field(default_factory=dict)
+    """Per pool, the most GPUs it had provisioned at once (nodes launched, not yet removed)."""
+    ceilings: dict[str, int] = field(default_factory=dict)
+    """Per pool, its ceiling: the GPUs its quotas promise (at most its maxGpus)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api.loader import load_policy_set
-from controller.decide.plan import History, plan_capacity
+from controller.decide.observation import History, Observation
+from controller.decide.plan import plan_capacity
 from controller.metrics import Metrics
 from tests.builders import policy_doc, pool_doc, project_doc
 
@@ -28,7 +29,7 @@ POLICY_SET = load_policy_set(
     ]
 )
 PLAN = plan_capacity(
-    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW
+    Observation(POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW)
 )
 
 

@@ -23,8 +23,10 @@ import pytest
 from controller import names
 from controller.api.loader import load_path, load_policy_set, read_documents
 from controller.api.policy_set import PolicySet
+from controller.decide.boost import LEVELS, boost_step
 from controller.decide.mix import Action, Reason
-from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.decide.observation import History, Observation
+from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.examples import EXAMPLE_DIR
 from controller.render.capacity import spot_allowed
 from controller.risk.pools import NodeClaimView
@@ -123,13 +125,15 @@ def plan(
     states: Any = None,
 ) -> CapacityPlan:
     return plan_capacity(
-        policy_set,
-        states=states or {},
-        workloads=workloads,
-        node_claims=claims,
-        history=History(),
-        now=now,
-        seed=seed,
+        Observation(
+            policy_set,
+            states=states or {},
+            workloads=workloads,
+            node_claims=claims,
+            history=History(),
+            now=now,
+            seed=seed,
+        )
     )
 
 
@@ -165,57 +169,44 @@ def test_plan_is_deterministic_for_a_seed(seed: int) -> None:
 # ------------------------------------------------------------------------------- boosts
 
 
-def expected_boosts(
-    policy_set: PolicySet, result: CapacityPlan, world: Sequence[WorkloadView]
-) -> set[tuple[str, str]]:
-    at_risk = [
-        (d.project, d.deadline)
-        for d in result.deadlines
-        if d.estimate.risk > policy_set.policy.spec.risk.raise_threshold
-    ]
-    return {
-        (w.namespace, w.name)
-        for w in world
-        if w.pending
-        for project, deadline in at_risk
-        if w.queue == project and counts_toward(policy_set, w, project, deadline)
-    }
-
-
 @pytest.mark.parametrize(
-    ("policy_set", "now", "want_cvpr_boosted"),
+    ("policy_set", "want_boosting"),
     [
+        pytest.param(BOOSTING, True, id="with priorityBoost waiting work is ordered by deadline"),
         pytest.param(
-            BOOSTING,
-            NOW,
-            True,
-            id="with priorityBoost the at-risk deadline's pending work is boosted",
-        ),
-        pytest.param(EXAMPLE, NOW, False, id="without priorityBoost nothing is boosted"),
-        pytest.param(
-            BOOSTING,
-            NOW - 7 * 24 * HOUR,
-            False,
-            id="a deadline a week away is not at risk, so its workloads are not boosted",
+            example(priorityBoost=False), False, id="without priorityBoost nothing is boosted"
         ),
     ],
 )
-def test_boosts(policy_set: PolicySet, now: float, want_cvpr_boosted: bool) -> None:
+def test_boosts_only_lower_waiting_work_by_its_slack(
+    policy_set: PolicySet, want_boosting: bool
+) -> None:
     running = workload("vision-research", "cvpr-running", 8, running_on="a100-spot", labels=CVPR)
     other = workload("vision-research", "ablation", 8, hours=3.0)
     world = [*CRUNCH, running, other, *background(5)]
 
-    result = plan(world, policy_set=policy_set, now=now)
+    result = plan(world, policy_set=policy_set)
 
-    cvpr = {("vision", w.name) for w in CRUNCH}
-    if policy_set.policy.spec.risk.priority_boost:
-        assert result.boosts == expected_boosts(policy_set, result, world)
-    else:
-        assert result.boosts == frozenset()
-    assert (cvpr <= result.boosts) is want_cvpr_boosted
-    assert ("vision", "cvpr-running") not in result.boosts, "running work is never boosted"
-    assert ("vision", "ablation") not in result.boosts, "work of no deadline is never boosted"
-    assert all(key in {(w.namespace, w.name) for w in world if w.pending} for key in result.boosts)
+    if not want_boosting:
+        assert result.boosts == {}
+        return
+    step = boost_step(
+        policy_set.policy.spec.risk.priority_boost_value,
+        (t.priority for t in policy_set.policy.spec.tiers),
+    )
+    assert step > 0
+    pending = {(w.namespace, w.name) for w in world if w.pending}
+    assert set(result.boosts) <= pending, "only waiting work carries a boost"
+    assert ("vision", "cvpr-running") not in result.boosts, "admitted work carries none"
+    assert all(-step * (LEVELS - 1) <= b < 0 for b in result.boosts.values()), (
+        "a boost only ever lowers, and by less than the gap to the next tier"
+    )
+    assert result.boosts[("vision", "ablation")] == -step * (LEVELS - 1), (
+        "work that counts toward no deadline can wait longest"
+    )
+    # The CVPR crunch is due in under 12 hours: its 3.75-hour workloads have some 8 hours of
+    # slack, level 2, ahead of the ablation study (level 4) of the same project.
+    assert {result.boosts.get(("vision", w.name)) for w in CRUNCH} == {-2 * step}
 
 
 # ------------------------------------------------------------------------ warm targets

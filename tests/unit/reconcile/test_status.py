@@ -23,7 +23,8 @@ import pytest
 
 from controller.api.loader import load_policy_set
 from controller.decide.mix import Action, Decision, PoolState, Reason
-from controller.decide.plan import CapacityPlan, History, plan_capacity
+from controller.decide.observation import History, Observation
+from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.reconcile.status import (
     format_duration,
     pool_states,
@@ -72,7 +73,7 @@ POLICY_SET = load_policy_set(
     ]
 )
 BASE_PLAN = plan_capacity(
-    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW
+    Observation(POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW)
 )
 
 
@@ -182,6 +183,7 @@ def test_pool_status_entry_fields() -> None:
         "pool": "a100",
         "onDemandGpus": 24,
         "spotGpus": 24,  # 48 under the mix
+        "targetOnDemandGpus": 24,
         "assignments": [{"project": "nlp", "gpus": 4}, {"project": "vision", "gpus": 16}],
         "deferredTiers": ["research"],
         "warmPoolTargetGpus": 6,
@@ -198,6 +200,7 @@ def test_pool_status_entry_fields() -> None:
         "pool": "h100",
         "onDemandGpus": 8,
         "spotGpus": 0,
+        "targetOnDemandGpus": 8,
         "assignments": [],
         "deferredTiers": [],
         "warmPoolTargetGpus": 0,

@@ -16,16 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from math import erf, exp, lgamma, log, sqrt
 from types import FrameType
 
 import numpy as np
 import pytest
 
-from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate, estimate_many
+from controller.risk.deadline import (
+    HORIZON_SECONDS,
+    Capacity,
+    Job,
+    Problem,
+    estimate,
+    estimate_many,
+)
 
 NOW = 1_800_000_000.0
 """Epoch seconds in January 2027: the magnitude the controller really works at."""
@@ -155,26 +164,59 @@ def test_exact_runtimes_give_risk_0_after_the_fluid_finish_and_1_before_it(
 
 
 @pytest.mark.parametrize(
-    ("jobs", "capacity"),
+    ("jobs", "capacity", "want_startable"),
     [
-        pytest.param((exact(16, 1),), on_demand(8), id="a pending 16-GPU job on 8 on-demand GPUs"),
+        pytest.param(
+            (exact(16, 1),),
+            replace(on_demand(8), widest_gpus=8),
+            False,
+            id="a pending 16-GPU job on 8 on-demand GPUs that cannot borrow",
+        ),
         pytest.param(
             (exact(4, 1, running=True), exact(16, 1)),
-            on_demand(8),
-            id="a 16-GPU job queued behind a 4-GPU job on 8 GPUs",
+            replace(on_demand(8), widest_gpus=8),
+            False,
+            id="a 16-GPU job queued behind a 4-GPU job on 8 GPUs that cannot borrow",
         ),
         pytest.param(
             (exact(8, 1),),
             Capacity(0, 64, spot_availability=0.0, interruptions_per_node_hour=0.0),
+            True,
             id="a pending 8-GPU job on 64 spot GPUs the market never delivers",
         ),
     ],
 )
-def test_a_job_wider_than_the_capacity_never_finishes(
-    jobs: tuple[Job, ...], capacity: Capacity
+def test_work_that_never_finishes_is_reported_at_the_horizon_finite(
+    jobs: tuple[Job, ...], capacity: Capacity, want_startable: bool
 ) -> None:
     got = estimate(Problem(jobs, capacity, NOW + 1000 * HOUR), now=NOW)
-    assert got == Estimate(risk=1.0, p50_finish=INF, p90_finish=INF, slack_seconds=-INF)
+    assert got.risk == 1.0
+    assert got.p50_finish == got.p90_finish == NOW + HORIZON_SECONDS
+    assert got.slack_seconds == 1000 * HOUR - HORIZON_SECONDS
+    assert math.isfinite(got.slack_seconds)
+    assert got.startable is want_startable
+
+
+@pytest.mark.parametrize(
+    ("availability", "widest"),
+    [
+        pytest.param(0.9, 8, id="90 % spot availability, the quota is one 8-GPU node"),
+        pytest.param(0.5, 8, id="50 % spot availability"),
+    ],
+)
+def test_a_pod_set_as_wide_as_its_flavor_starts_whatever_spot_delivers(
+    availability: float, widest: int
+) -> None:
+    """The 8-GPU job on an 8-GPU spot quota: the fluid capacity is under 8 GPUs on most
+    samples, but Kueue admits the pod set whole onto the flavor, so it starts and finishes."""
+    capacity = Capacity(
+        0, 8, spot_availability=availability, interruptions_per_node_hour=0.0, widest_gpus=widest
+    )
+    got = estimate(Problem((exact(8, 1),), capacity, NOW + 100 * HOUR), now=NOW)
+    assert got.startable
+    assert got.risk == 0.0
+    assert got.p90_finish < NOW + 100 * HOUR
+    assert math.isfinite(got.slack_seconds) and got.slack_seconds > 0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,52 @@
+"""What one decision pass sees: the single input of `plan_capacity`.
+
+The controller builds it from the cluster (and Prometheus), `quartermaster plan` and `explain`
+from a read of the cluster, and the simulator from its models of Kueue and Karpenter. Because
+the three build the same type and call the same function, a pass in the replay is a pass of
+the controller: same state carried, same targets rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controller import names
+from controller.api.policy_set import PolicySet
+from controller.decide.mix import PoolState
+from controller.render.capacity import FlavorQuota
+from controller.risk.pools import NodeClaimView
+from controller.risk.workloads import WorkloadView
+
+
+@dataclass(frozen=True)
+class History:
+    """What Prometheus remembers; `available` False when it could not be asked."""
+
+    available: bool = False
+    median_runtime: Mapping[str, float] = field(default_factory=dict)
+    demand_changes: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The world one pass decides on, as plain data."""
+
+    policy_set: PolicySet
+    states: Mapping[str, PoolState]
+    """Each pool's decision state as the last pass left it (kept in the policy's status)."""
+    workloads: Sequence[WorkloadView]
+    node_claims: Sequence[NodeClaimView]
+    history: History
+    now: float
+    applied: Mapping[tuple[str, str], FlavorQuota] | None = None
+    """(project, pool) -> the quota split in effect now, read from the live ClusterQueues.
+    None when unknown (no ClusterQueue yet): the split the states describe is assumed."""
+    namespace: str = names.DEFAULT_NAMESPACE
+    seed: int = 0
+    max_jobs: int | None = None
+    """At most this many of a project's workloads, in admission order, enter each estimate
+    (the simulator's bound on cost; the controller uses all of them)."""
+
+
+__all__ = ["History", "Observation"]

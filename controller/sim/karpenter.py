@@ -1,0 +1,410 @@
+"""A model of Karpenter and the kube-scheduler for the replay, fed the NodePools we render.
+
+Karpenter and a cloud cannot run inside a replay, so this stands in for them (and for the
+cloud's spot market: a fake, seeded). It follows the NodePools the controller renders:
+
+- **NodePools.** One per pool and capacity type, with its GPU `limits` and `weight` as
+  rendered. Karpenter never launches a node that would take a NodePool's GPUs (nodes launched
+  and not yet removed) past its limit; lowering a limit removes no node.
+- **Pods.** An admitted workload's pod set becomes pods of at most a node's GPUs each (a
+  16-GPU job on 8-GPU nodes is two 8-GPU pods) that must land on nodes of the capacity type its
+  flavor selects, all at once (a gang). Placement is best fit on Ready nodes (the fullest
+  node that takes the pod: the kube-scheduler's `MostAllocated` scoring, which GPU clusters use
+  to keep whole nodes free for wide pods), largest pods first. Warm-pool placeholders are pods of a node's GPUs at a priority below every workload:
+  a workload preempts them from a Ready node (the kube-scheduler's preemption) and starts
+  there at once; a displaced placeholder waits for room again.
+- **Launches.** Pods that fit no Ready node are bin-packed, largest first, onto nodes being
+  launched and then onto new nodes of the highest-weight NodePool that may take them (a
+  workload's pods only on its flavor's capacity type; placeholders on either). A node is Ready
+  after the pool's provisioning latency. A spot launch fails with probability
+  1 - spotAvailability (the market had no capacity) and is retried a minute later.
+- **Disruption.** Each spot node is reclaimed at a seeded exponential time of rate
+  `spotInterruptionsPerHour`; the workloads on it stop. Only empty nodes are consolidated,
+  `consolidateAfter` after they empty. A node costs its capacity type's price per GPU-hour
+  from launch to removal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller import names
+from controller.api.types import GpuPool
+
+SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
+SPOT_RETRY_SECONDS = 60.0
+
+Push = Callable[[float, str, int], None]
+"""Schedules an event (time, kind, node id) in the replay's clock."""
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    pool: str
+    capacity_type: str
+    limit_gpus: int
+    weight: int
+    consolidate_after: float
+
+
+@dataclass
+class Node:
+    id: int
+    pool: str
+    capacity_type: str
+    gpus: int
+    launched: float
+    ready: bool = False
+    free: int = 0
+    jobs: dict[int, int] = field(default_factory=dict)
+    """Workload key -> GPUs its pods hold here."""
+    placeholders: int = 0
+    idle_since: float | None = None
+
+
+@dataclass(frozen=True)
+class Removal:
+    node: Node
+    at: float
+
+
+def pods_of(gpus: int, per_node: int) -> list[int]:
+    """A pod set as pods of at most a node's GPUs each, largest first."""
+    if gpus <= per_node:
+        return [gpus]
+    whole, rest = divmod(gpus, per_node)
+    return [per_node] * whole + ([rest] if rest else [])
+
+
+def _duration(text: Any) -> float:
+    """A Go duration like "10m" or "30s" (only what we render), in seconds."""
+    value = str(text or "0s")
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    return float(value[:-1]) * units[value[-1]] if value[-1] in units else float(value)
+
+
+def specs_from_objects(
+    objects: Iterable[Mapping[str, Any]], pools: Mapping[str, GpuPool]
+) -> list[NodePoolSpec]:
+    """The NodePools of a render, as the model's specs."""
+    out = []
+    for obj in objects:
+        if obj.get("kind") != "NodePool":
+            continue
+        spec = obj.get("spec") or {}
+        pool_name = (
+            ((spec.get("template") or {}).get("metadata") or {})
+            .get("labels", {})
+            .get(names.LABEL_POOL)
+        )
+        pool = pools.get(str(pool_name))
+        if pool is None:
+            continue
+        requirements = ((spec.get("template") or {}).get("spec") or {}).get("requirements") or []
+        capacity_type = next(
+            r["values"][0] for r in requirements if r.get("key") == names.CAPACITY_TYPE_LABEL
+        )
+        out.append(
+            NodePoolSpec(
+                pool=pool.name,
+                capacity_type=capacity_type,
+                limit_gpus=int((spec.get("limits") or {}).get(pool.gpu_resource, 0)),
+                weight=int(spec.get("weight") or 0),
+                consolidate_after=_duration((spec.get("disruption") or {}).get("consolidateAfter")),
+            )
+        )
+    return out
+
+
+class Karpenter:
+    """Nodes, NodePool limits and pod placement for one replay."""
+
+    def __init__(self, pools: Mapping[str, GpuPool], rng: np.random.Generator, push: Push) -> None:
+        self.pools = dict(pools)
+        self.rng = rng
+        self.push = push
+        self.nodepools: dict[tuple[str, str], NodePoolSpec] = {}
+        self.nodes: dict[int, Node] = {}
+        self._next_id = 0
+        self.waiting: dict[int, tuple[str, str, list[int]]] = {}
+        """Workload key -> (pool, capacity type, pods) for admitted workloads not yet placed."""
+        self.placed: dict[int, dict[int, int]] = {}
+        """Workload key -> {node id: GPUs} for running workloads."""
+        self.placeholders_wanted: dict[str, int] = {}
+        self._retry_at: dict[tuple[str, str], float] = {}
+        self.removed: list[Removal] = []
+        """Nodes removed, with when: for cost, read and cleared by the replay."""
+        self.interrupted: list[Node] = []
+        """Spot nodes reclaimed since the replay last looked (what NodeClaims would show)."""
+
+    # ------------------------------------------------------------------ configuration
+    def configure(self, nodepools: Sequence[NodePoolSpec]) -> None:
+        self.nodepools = {(n.pool, n.capacity_type): n for n in nodepools}
+
+    def set_placeholders(self, pool: str, replicas: int) -> None:
+        """KEDA's scale of a pool's warm-pool Deployment."""
+        self.placeholders_wanted[pool] = max(replicas, 0)
+
+    # ------------------------------------------------------------------ queries
+    def provisioned(self, pool: str, capacity_type: str) -> int:
+        return sum(
+            n.gpus
+            for n in self.nodes.values()
+            if n.pool == pool and n.capacity_type == capacity_type
+        )
+
+    def placeholders_running(self, pool: str) -> int:
+        return sum(n.placeholders for n in self.nodes.values() if n.pool == pool)
+
+    # ------------------------------------------------------------------ workloads
+    def admit(self, key: int, pool: str, capacity_type: str, gpus: int) -> None:
+        per_node = self.pools[pool].gpus_per_node
+        self.waiting[key] = (pool, capacity_type, pods_of(gpus, per_node))
+
+    def release(self, key: int, *, now: float) -> None:
+        """A workload stopped or finished: its pods leave their nodes (or stop waiting)."""
+        self.waiting.pop(key, None)
+        for node_id, gpus in self.placed.pop(key, {}).items():
+            node = self.nodes.get(node_id)
+            if node is None:
+                continue
+            node.free += gpus
+            node.jobs.pop(key, None)
+            self._maybe_idle(node, now)
+
+    def _maybe_idle(self, node: Node, now: float) -> None:
+        if node.ready and not node.jobs and not node.placeholders and node.idle_since is None:
+            node.idle_since = now
+            spec = self.nodepools.get((node.pool, node.capacity_type))
+            after = spec.consolidate_after if spec is not None else 0.0
+            self.push(now + after, "idle", node.id)
+
+    # ------------------------------------------------------------------ placement
+    def place(self, *, now: float) -> list[int]:
+        """Places waiting workloads on Ready nodes, then launches nodes for what is left.
+
+        Returns the workloads that started, in the order they were admitted.
+        """
+        started: list[int] = []
+        for key in list(self.waiting):
+            pool, capacity_type, pods = self.waiting[key]
+            placement = self._fit(pool, capacity_type, pods, preempt=True)
+            if placement is None:
+                continue
+            for node_id, (gpus, evicted) in placement.items():
+                node = self.nodes[node_id]
+                node.placeholders -= evicted
+                node.free += evicted * node.gpus
+                node.free -= gpus
+                node.jobs[key] = node.jobs.get(key, 0) + gpus
+                node.idle_since = None
+            self.placed[key] = {n: g for n, (g, _) in placement.items()}
+            del self.waiting[key]
+            started.append(key)
+        self._place_placeholders(now)
+        self._launch(now)
+        return started
+
+    def _ready_nodes(self, pool: str, capacity_type: str | None) -> list[Node]:
+        return sorted(
+            (
+                n
+                for n in self.nodes.values()
+                if n.ready
+                and n.pool == pool
+                and (capacity_type is None or n.capacity_type == capacity_type)
+            ),
+            key=lambda n: n.id,
+        )
+
+    def _fit(
+        self, pool: str, capacity_type: str, pods: Sequence[int], *, preempt: bool
+    ) -> dict[int, tuple[int, int]] | None:
+        """node id -> (GPUs taken, placeholders evicted) for every pod, or None."""
+        nodes = self._ready_nodes(pool, capacity_type)
+        free = {n.id: n.free for n in nodes}
+        evictable = {n.id: n.placeholders if preempt else 0 for n in nodes}
+        size = {n.id: n.gpus for n in nodes}
+        taken: dict[int, list[int]] = {}
+        for pod in pods:
+            target = min((n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None)
+            if target is None:
+                # Preempt the fewest placeholders on the first node where that makes room.
+                for node_id, room in free.items():
+                    for count in range(1, evictable[node_id] + 1):
+                        if room + count * size[node_id] >= pod:
+                            free[node_id] += count * size[node_id]
+                            evictable[node_id] -= count
+                            taken.setdefault(node_id, [0, 0])[1] += count
+                            target = node_id
+                            break
+                    if target is not None:
+                        break
+            if target is None:
+                return None
+            free[target] -= pod
+            taken.setdefault(target, [0, 0])[0] += pod
+        return {n: (g, e) for n, (g, e) in taken.items()}
+
+    def _place_placeholders(self, now: float) -> None:
+        for pool_name, wanted in self.placeholders_wanted.items():
+            running = self.placeholders_running(pool_name)
+            excess = running - wanted
+            if excess > 0:
+                for node in sorted(self._all_nodes(pool_name), key=lambda n: -n.id):
+                    while excess > 0 and node.placeholders > 0:
+                        node.placeholders -= 1
+                        node.free += node.gpus
+                        excess -= 1
+                    self._maybe_idle(node, now)
+                continue
+            for node in self._ready_nodes(pool_name, None):
+                if running >= wanted:
+                    break
+                if node.free == node.gpus and not node.jobs and not node.placeholders:
+                    node.placeholders = 1
+                    node.free = 0
+                    node.idle_since = None
+                    running += 1
+
+    def _all_nodes(self, pool: str) -> list[Node]:
+        return [n for n in self.nodes.values() if n.pool == pool]
+
+    # ------------------------------------------------------------------ launches
+    def _launch(self, now: float) -> None:
+        """New nodes for pods no Ready node can take, within the NodePools' limits.
+
+        Workload pods first, each on its flavor's NodePool; then missing placeholders, on the
+        heaviest NodePool of their pool with room, counting nodes on their way that no
+        workload pod needs.
+        """
+        demand: dict[tuple[str, str], list[int]] = {}
+        free: dict[tuple[str, str], list[int]] = {}
+        for pool, capacity_type, pods in self.waiting.values():
+            key = (pool, capacity_type)
+            if key not in free:
+                free[key] = [n.free for n in self._ready_nodes(pool, capacity_type)]
+            # Pods the kube-scheduler can bind to Ready nodes need no new node (the gang
+            # starts once the rest have landed).
+            for pod in pods:
+                room = free[key]
+                slot = min(
+                    (i for i, f in enumerate(room) if f >= pod),
+                    key=lambda i: (room[i], i),
+                    default=None,
+                )
+                if slot is None:
+                    demand.setdefault(key, []).append(pod)
+                else:
+                    room[slot] -= pod
+        for key, pods in demand.items():
+            self._launch_for(key, sorted(pods, reverse=True), now)
+        for pool_name, wanted in self.placeholders_wanted.items():
+            missing = wanted - self.placeholders_running(pool_name)
+            if missing <= 0:
+                continue
+            per_node = self.pools[pool_name].gpus_per_node
+            coming = sum(1 for n in self._all_nodes(pool_name) if not n.ready)
+            needed = math.ceil(
+                sum(sum(p) for k, p in demand.items() if k[0] == pool_name) / per_node
+            )
+            missing -= max(coming - needed, 0)
+            for nodepool in sorted(
+                (n for n in self.nodepools.values() if n.pool == pool_name),
+                key=lambda n: -n.weight,
+            ):
+                if missing <= 0:
+                    break
+                missing -= self._launch_nodes((pool_name, nodepool.capacity_type), missing, now)
+
+    def _launch_for(self, key: tuple[str, str], pods: list[int], now: float) -> None:
+        """Bin-packs pods onto nodes on their way, then onto as many new nodes as needed."""
+        per_node = self.pools[key[0]].gpus_per_node
+        bins = [
+            n.gpus for n in self.nodes.values() if not n.ready and (n.pool, n.capacity_type) == key
+        ]
+        new = 0
+        for pod in pods:
+            for i, room in enumerate(bins):
+                if room >= pod:
+                    bins[i] -= pod
+                    break
+            else:
+                bins.append(per_node - pod)
+                new += 1
+        if new:
+            self._launch_nodes(key, new, now)
+
+    def _launch_nodes(self, key: tuple[str, str], count: int, now: float) -> int:
+        """Up to `count` nodes within the NodePool's limit; how many were launched."""
+        pool_name, capacity_type = key
+        nodepool = self.nodepools.get(key)
+        if nodepool is None:
+            return 0
+        pool = self.pools[pool_name]
+        per_node = pool.gpus_per_node
+        room = max(nodepool.limit_gpus - self.provisioned(*key), 0) // per_node
+        count = min(count, room)
+        if count <= 0 or (capacity_type == SPOT and self._retry_at.get(key, -math.inf) > now):
+            return 0
+        launched = 0
+        for _ in range(count):
+            if capacity_type == SPOT and self.rng.random() > pool.spot_availability:
+                self._retry_at[key] = now + SPOT_RETRY_SECONDS
+                self.push(now + SPOT_RETRY_SECONDS, "retry", 0)
+                break
+            node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
+            self._next_id += 1
+            self.nodes[node.id] = node
+            self.push(now + pool.provisioning_latency_seconds, "ready", node.id)
+            launched += 1
+        return launched
+
+    # ------------------------------------------------------------------ node events
+    def node_ready(self, node_id: int, *, now: float) -> None:
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        node.ready, node.free = True, node.gpus
+        self._maybe_idle(node, now)
+        if node.capacity_type == SPOT:
+            rate = self.pools[node.pool].spot_interruptions_per_hour
+            if rate > 0:
+                self.push(now + self.rng.exponential(3600.0 / rate), "interrupt", node.id)
+
+    def interrupt(self, node_id: int, *, now: float) -> list[int]:
+        """A spot node reclaimed: the workloads that ran on it (they stop entirely)."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return []
+        stopped = sorted(node.jobs)
+        for key in stopped:
+            self.release(key, now=now)
+        self._remove(node, now)
+        self.interrupted.append(node)
+        return stopped
+
+    def idle(self, node_id: int, *, now: float) -> None:
+        node = self.nodes.get(node_id)
+        if node is None or node.jobs or node.placeholders or node.idle_since is None:
+            return
+        spec = self.nodepools.get((node.pool, node.capacity_type))
+        after = spec.consolidate_after if spec is not None else 0.0
+        if now - node.idle_since >= after - 1e-6:
+            self._remove(node, now)
+
+    def _remove(self, node: Node, now: float) -> None:
+        del self.nodes[node.id]
+        self.removed.append(Removal(node, now))
+
+    def remove_all(self, *, now: float) -> None:
+        for node in list(self.nodes.values()):
+            self._remove(node, now)
+
+
+__all__ = ["Karpenter", "Node", "NodePoolSpec", "pods_of", "specs_from_objects"]

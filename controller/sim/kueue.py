@@ -1,0 +1,641 @@
+"""A model of Kueue's admission for the replay, built from the objects the controller renders.
+
+Kueue itself cannot run inside a replay, so this is a stand-in, written after Kueue's own code
+(`pkg/cache` resource nodes, `pkg/scheduler` ordering, `pkg/scheduler/preemption` classical
+preemption) and fed the very ClusterQueues and Cohorts the renderer produces. What it keeps:
+
+- **The quota tree.** Cohorts and ClusterQueues form Kueue's tree (root cohort, one cohort per
+  tier, a queue per project). Each node has, per flavor, a nominal quota and optional borrowing
+  and lending limits. As in `resource_node.go`: a node's subtree quota is its own nominal plus
+  what its children may lend (their subtree quota minus what a lending limit keeps back); usage
+  past a child's guaranteed quota counts in its parent; what a queue can still take is its local
+  headroom plus what its parent can give, capped by its borrowing limit.
+- **Flavor assignment.** A workload's one pod set takes one flavor: the first of its queue's
+  flavors, in order, where it fits (borrowing or not: `whenCanBorrow: MayStopSearch`); failing
+  that, the first flavor where preemption can make room (`whenCanPreempt: TryNextFlavor`).
+- **Ordering.** Each queue orders its pending workloads by effective priority (the base
+  priority plus the `kueue.x-k8s.io/priority-boost` annotation), then by queue time (creation,
+  or the last eviction). Queues are BestEffortFIFO: a head that does not fit is set aside until
+  something is released in its tree. Each cycle takes every queue's head and admits them in
+  Kueue's order: not borrowing first, then higher effective priority, then older.
+- **Preemption.** Within a queue (`withinClusterQueue`), lower effective priority, or newer of
+  equal priority for `LowerOrNewerEqualPriority`; across queues (`reclaimWithinCohort`),
+  workloads of queues above their nominal quota, lower in priority for `LowerPriority`, any for
+  `Any`. A preemptor that would itself borrow may reclaim only when `borrowWithinCohort` allows
+  it and only from lower priorities; otherwise it reclaims only if it ends within its quota.
+  Candidates are taken other queues first, lowest effective priority first, most recently
+  admitted first; the victims the last one made unnecessary are given back.
+
+What it leaves out: resources other than GPUs (CPU and memory quotas scale with GPUs in what we
+render, so they never bind first), fair sharing (no weights in the ordering), admission checks,
+topology-aware scheduling, and the seconds a preemptor waits for its victims to terminate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+NEVER = "Never"
+LOWER_PRIORITY = "LowerPriority"
+LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"
+ANY = "Any"
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A ClusterQueue as rendered: what the model needs of it."""
+
+    name: str
+    cohort: str | None
+    flavors: tuple[str, ...]
+    """In the order Kueue tries them."""
+    quotas: Mapping[str, FlavorQuota]
+    within_cluster_queue: str = LOWER_PRIORITY
+    reclaim_within_cohort: str = LOWER_PRIORITY
+    borrow_within_cohort: str = NEVER
+
+
+@dataclass(frozen=True)
+class CohortSpec:
+    name: str
+    parent: str | None
+    quotas: Mapping[str, FlavorQuota]
+
+
+class _Node:
+    """A ClusterQueue or a Cohort: Kueue's resourceNode, for one resource (GPUs)."""
+
+    def __init__(self, name: str, quotas: Mapping[str, FlavorQuota], *, queue: bool) -> None:
+        self.name = name
+        self.queue = queue
+        self.quotas = dict(quotas)
+        self.parent: _Node | None = None
+        self.children: list[_Node] = []
+        self.subtree: dict[str, int] = {}
+        self.usage: dict[str, int] = {}
+
+    def guaranteed(self, flavor: str) -> int:
+        quota = self.quotas.get(flavor)
+        if quota is None or quota.lending_limit is None:
+            return 0
+        return max(0, self.subtree.get(flavor, 0) - quota.lending_limit)
+
+    def local_available(self, flavor: str) -> int:
+        return max(0, self.guaranteed(flavor) - self.usage.get(flavor, 0))
+
+    def available(self, flavor: str) -> int:
+        """What this node can still take of `flavor`, borrowing included (Kueue's `available`)."""
+        if self.parent is None:
+            return self.subtree.get(flavor, 0) - self.usage.get(flavor, 0)
+        from_parent = self.parent.available(flavor)
+        quota = self.quotas.get(flavor)
+        if quota is not None and quota.borrowing_limit is not None:
+            guaranteed = self.guaranteed(flavor)
+            stored = self.subtree.get(flavor, 0) - guaranteed
+            used = max(0, self.usage.get(flavor, 0) - guaranteed)
+            from_parent = min(stored - used + quota.borrowing_limit, from_parent)
+        return self.local_available(flavor) + from_parent
+
+    def add(self, flavor: str, gpus: int) -> None:
+        local = self.local_available(flavor)
+        self.usage[flavor] = self.usage.get(flavor, 0) + gpus
+        if self.parent is not None and gpus > local:
+            self.parent.add(flavor, gpus - local)
+
+    def remove(self, flavor: str, gpus: int) -> None:
+        stored = self.usage.get(flavor, 0) - self.guaranteed(flavor)
+        self.usage[flavor] = self.usage.get(flavor, 0) - gpus
+        if stored > 0 and self.parent is not None:
+            self.parent.remove(flavor, min(gpus, stored))
+
+    def borrowing(self, flavor: str, extra: int = 0) -> bool:
+        return self.usage.get(flavor, 0) + extra > self.subtree.get(flavor, 0)
+
+
+@dataclass
+class Workload:
+    """One pending or admitted workload: a single pod set of `gpus` GPUs."""
+
+    key: int
+    queue: str
+    gpus: int
+    priority: int
+    created: float
+    boost: int = 0
+    queued_at: float = 0.0
+    """Queue order time: creation, or the last eviction (Kueue's default requeuing timestamp)."""
+    flavor: str | None = None
+    admitted_at: float | None = None
+
+    @property
+    def effective_priority(self) -> int:
+        return self.priority + self.boost
+
+
+@dataclass(frozen=True)
+class Admission:
+    key: int
+    flavor: str
+    borrowed: bool
+    victims: tuple[int, ...] = ()
+
+
+@dataclass
+class _Queue:
+    spec: QueueSpec
+    node: _Node
+    heap: list[tuple[int, float, int]] = field(default_factory=list)
+    """(-effective priority, queue time, key): the active pending workloads."""
+    parked: set[int] = field(default_factory=set)
+    """Pending workloads set aside after they did not fit (BestEffortFIFO's inadmissible)."""
+    admitted: set[int] = field(default_factory=set)
+
+
+def _root(node: _Node) -> _Node:
+    while node.parent is not None:
+        node = node.parent
+    return node
+
+
+class Kueue:
+    """Kueue's quota tree, queues and scheduler over workloads identified by integer keys."""
+
+    def __init__(self, queues: Sequence[QueueSpec], cohorts: Sequence[CohortSpec]) -> None:
+        self.workloads: dict[int, Workload] = {}
+        self._queues: dict[str, _Queue] = {}
+        self._generation = 0
+        """Counts changes of usage: a failure remembered at one generation holds within it."""
+        self._failed: dict[tuple[str, int], int] = {}
+        self._failed_generation = -1
+        self._cohorts: dict[str, _Node] = {}
+        self._configure(queues, cohorts)
+
+    # ------------------------------------------------------------------ configuration
+    def _configure(self, queues: Sequence[QueueSpec], cohorts: Sequence[CohortSpec]) -> None:
+        old = self._queues
+        self._cohorts = {c.name: _Node(c.name, c.quotas, queue=False) for c in cohorts}
+        for cohort in cohorts:
+            if cohort.parent is not None:
+                parent = self._cohort(cohort.parent)
+                child = self._cohorts[cohort.name]
+                child.parent = parent
+                parent.children.append(child)
+        self._queues = {}
+        for spec in queues:
+            node = _Node(spec.name, spec.quotas, queue=True)
+            if spec.cohort is not None:
+                node.parent = self._cohort(spec.cohort)
+                node.parent.children.append(node)
+            previous = old.get(spec.name)
+            self._queues[spec.name] = _Queue(
+                spec,
+                node,
+                heap=previous.heap if previous else [],
+                parked=previous.parked if previous else set(),
+                admitted=previous.admitted if previous else set(),
+            )
+        for name in old.keys() - self._queues.keys():
+            gone = old[name]
+            if gone.admitted or gone.heap or gone.parked:
+                raise ValueError(f"ClusterQueue {name} removed while it holds workloads")
+        self._recompute()
+        self._generation += 1
+
+    def _cohort(self, name: str) -> _Node:
+        """A cohort named but not defined exists implicitly, with no quota, as in Kueue."""
+        if name not in self._cohorts:
+            self._cohorts[name] = _Node(name, {}, queue=False)
+        return self._cohorts[name]
+
+    def reconfigure(self, queues: Sequence[QueueSpec], cohorts: Sequence[CohortSpec]) -> None:
+        """New quotas. Admitted workloads stay admitted even where usage now exceeds quota."""
+        self._configure(queues, cohorts)
+        self.release_parked()
+
+    def _recompute(self) -> None:
+        """Subtree quotas and usages from the leaves up, as `updateCohortResourceNode` does."""
+        for queue in self._queues.values():
+            node = queue.node
+            node.subtree = {f: q.nominal for f, q in node.quotas.items()}
+            node.usage = {}
+            for key in queue.admitted:
+                workload = self.workloads[key]
+                assert workload.flavor is not None
+                node.usage[workload.flavor] = node.usage.get(workload.flavor, 0) + workload.gpus
+        for root in {id(r): r for r in map(_root, self._all_nodes())}.values():
+            self._accumulate(root)
+
+    def _all_nodes(self) -> Iterable[_Node]:
+        yield from self._cohorts.values()
+        for queue in self._queues.values():
+            yield queue.node
+
+    def _accumulate(self, node: _Node) -> None:
+        if node.queue:
+            return
+        node.subtree = {f: q.nominal for f, q in node.quotas.items()}
+        node.usage = {}
+        for child in node.children:
+            self._accumulate(child)
+            for flavor, quota in child.subtree.items():
+                node.subtree[flavor] = (
+                    node.subtree.get(flavor, 0) + quota - child.guaranteed(flavor)
+                )
+            for flavor, used in child.usage.items():
+                node.usage[flavor] = node.usage.get(flavor, 0) + max(
+                    0, used - child.guaranteed(flavor)
+                )
+
+    # ------------------------------------------------------------------ workloads
+    def queue_names(self) -> list[str]:
+        return list(self._queues)
+
+    def submit(self, workload: Workload) -> None:
+        if workload.queue not in self._queues:
+            raise ValueError(f"no ClusterQueue {workload.queue}")
+        workload.flavor = None
+        workload.admitted_at = None
+        self.workloads[workload.key] = workload
+        self._push(workload)
+
+    def _push(self, workload: Workload) -> None:
+        queue = self._queues[workload.queue]
+        heapq.heappush(queue.heap, (-workload.effective_priority, workload.queued_at, workload.key))
+
+    def set_boost(self, key: int, boost: int) -> None:
+        """A new priority-boost annotation; a pending workload takes its new place in line."""
+        workload = self.workloads[key]
+        if workload.boost == boost:
+            return
+        workload.boost = boost
+        self._generation += 1
+        if workload.admitted_at is None:
+            queue = self._queues[workload.queue]
+            if key not in queue.parked:
+                queue.heap = [e for e in queue.heap if e[2] != key]
+                heapq.heapify(queue.heap)
+                self._push(workload)
+
+    def pending(self, queue: str | None = None) -> list[Workload]:
+        names = [queue] if queue is not None else list(self._queues)
+        out: list[Workload] = []
+        for name in names:
+            q = self._queues[name]
+            keys = [e[2] for e in q.heap] + sorted(q.parked)
+            out.extend(self.workloads[k] for k in keys)
+        return out
+
+    def admitted(self, queue: str) -> list[Workload]:
+        return [self.workloads[k] for k in sorted(self._queues[queue].admitted)]
+
+    def usage(self, queue: str, flavor: str) -> int:
+        return self._queues[queue].node.usage.get(flavor, 0)
+
+    def available(self, queue: str, flavor: str) -> int:
+        return self._queues[queue].node.available(flavor)
+
+    def finish(self, key: int) -> None:
+        """A workload ended: its quota is released and set-aside workloads are tried again."""
+        workload = self.workloads.pop(key)
+        queue = self._queues[workload.queue]
+        if workload.admitted_at is not None:
+            self._release(workload)
+        else:
+            queue.parked.discard(key)
+            queue.heap = [e for e in queue.heap if e[2] != key]
+            heapq.heapify(queue.heap)
+
+    def evict(self, key: int, *, now: float) -> None:
+        """Quota taken back (a preemption): the workload queues again from `now`."""
+        workload = self.workloads[key]
+        assert workload.admitted_at is not None
+        self._release(workload)
+        workload.flavor = None
+        workload.admitted_at = None
+        workload.queued_at = now
+        self._push(workload)
+
+    def _release(self, workload: Workload) -> None:
+        queue = self._queues[workload.queue]
+        assert workload.flavor is not None
+        queue.admitted.discard(workload.key)
+        queue.node.remove(workload.flavor, workload.gpus)
+        self._generation += 1
+        self.release_parked(_root(queue.node))
+
+    def release_parked(self, root: _Node | None = None) -> None:
+        """Set-aside workloads go back in line (all, or those of one cohort tree)."""
+        for queue in self._queues.values():
+            if not queue.parked:
+                continue
+            if root is not None and _root(queue.node) is not root:
+                continue
+            for key in queue.parked:
+                self._push(self.workloads[key])
+            queue.parked.clear()
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule(self, *, now: float) -> list[Admission]:
+        """Scheduling cycles until no queue has a head left to try; the admissions made.
+
+        Each cycle takes the head of every queue, orders the heads as Kueue does, and admits
+        each that fits or can preempt its way in; a head that cannot is set aside.
+        """
+        admissions: list[Admission] = []
+        while True:
+            heads: list[tuple[tuple[bool, int, float, int], Workload]] = []
+            for queue in self._queues.values():
+                workload = self._pop_head(queue)
+                if workload is None:
+                    continue
+                fit = self._first_fit(queue, workload)
+                heads.append(
+                    (
+                        (
+                            fit[1] if fit else True,
+                            -workload.effective_priority,
+                            workload.queued_at,
+                            workload.key,
+                        ),
+                        workload,
+                    )
+                )
+            if not heads:
+                return admissions
+            heads.sort(key=lambda h: h[0])
+            for _, workload in heads:
+                queue = self._queues[workload.queue]
+                admission = self._assign(queue, workload, now=now)
+                if admission is None:
+                    queue.parked.add(workload.key)
+                else:
+                    admissions.append(admission)
+
+    def _pop_head(self, queue: _Queue) -> Workload | None:
+        """The queue's next pending workload, taken off its heap (stale entries dropped)."""
+        while queue.heap:
+            priority, queued_at, key = heapq.heappop(queue.heap)
+            workload = self.workloads.get(key)
+            if (
+                workload is None
+                or workload.admitted_at is not None
+                or key in queue.parked
+                or (-workload.effective_priority, workload.queued_at) != (priority, queued_at)
+            ):
+                continue  # finished, admitted, set aside, or re-queued under a new boost
+            return workload
+        return None
+
+    def _first_fit(self, queue: _Queue, workload: Workload) -> tuple[str, bool] | None:
+        for flavor in queue.spec.flavors:
+            if queue.node.available(flavor) >= workload.gpus:
+                return flavor, queue.node.borrowing(flavor, workload.gpus)
+        return None
+
+    def _assign(self, queue: _Queue, workload: Workload, *, now: float) -> Admission | None:
+        fit = self._first_fit(queue, workload)
+        victims: tuple[int, ...] = ()
+        if fit is None:
+            # Nothing changed since a workload of this queue and priority, no wider, failed:
+            # this one cannot get in either (Kueue would find the same, only slower).
+            memo = (queue.spec.name, workload.effective_priority, workload.queued_at)
+            if self._failed_generation != self._generation:
+                self._failed.clear()
+                self._failed_generation = self._generation
+            narrowest = self._failed.get(memo[:2])
+            if (
+                narrowest is not None
+                and workload.gpus >= narrowest
+                and (queue.spec.within_cluster_queue != LOWER_OR_NEWER_EQUAL)
+            ):
+                return None
+            for flavor in queue.spec.flavors:
+                found = self._victims(queue, workload, flavor)
+                if found is not None:
+                    for victim in found:
+                        self.evict(victim, now=now)
+                    victims = tuple(found)
+                    fit = flavor, queue.node.borrowing(flavor, workload.gpus)
+                    break
+            if fit is None:
+                self._failed[memo[:2]] = min(narrowest or workload.gpus, workload.gpus)
+                return None
+        flavor, borrowed = fit
+        workload.flavor = flavor
+        workload.admitted_at = now
+        queue.admitted.add(workload.key)
+        queue.node.add(flavor, workload.gpus)
+        self._generation += 1
+        return Admission(workload.key, flavor, borrowed, victims)
+
+    # ------------------------------------------------------------------ preemption
+    def _victims(self, queue: _Queue, workload: Workload, flavor: str) -> list[int] | None:
+        """The workloads to evict so `workload` fits `flavor`, or None if none would do."""
+        if workload.gpus > self._potential(queue.node, flavor):
+            return None
+        candidates = self._candidates(queue, workload, flavor)
+        if not candidates:
+            return None
+        candidates.sort(
+            key=lambda c: (
+                self.workloads[c[0]].queue == queue.spec.name,
+                self.workloads[c[0]].effective_priority,
+                -(self.workloads[c[0]].admitted_at or 0.0),
+                c[0],
+            )
+        )
+        removed: list[tuple[int, bool]] = []
+        fits = False
+        for key, needs_no_borrowing in candidates:
+            victim = self.workloads[key]
+            owner = self._queues[victim.queue].node
+            if victim.queue != queue.spec.name and not owner.borrowing(flavor):
+                continue  # its queue is back within quota: no longer reclaimable
+            owner.remove(flavor, victim.gpus)
+            removed.append((key, needs_no_borrowing))
+            if self._fits_after(queue.node, flavor, workload.gpus, removed):
+                fits = True
+                break
+        if not fits:
+            for key, _ in reversed(removed):
+                victim = self.workloads[key]
+                self._queues[victim.queue].node.add(flavor, victim.gpus)
+            return None
+        # Give back the victims that the last one made unnecessary.
+        for key, _ in reversed(removed[:-1]):
+            victim = self.workloads[key]
+            owner = self._queues[victim.queue].node
+            owner.add(flavor, victim.gpus)
+            rest = [r for r in removed if r[0] != key]
+            if self._fits_after(queue.node, flavor, workload.gpus, rest):
+                removed = rest
+            else:
+                owner.remove(flavor, victim.gpus)
+        for key, _ in removed:  # evict() releases them again
+            victim = self.workloads[key]
+            self._queues[victim.queue].node.add(flavor, victim.gpus)
+        return [key for key, _ in removed]
+
+    @staticmethod
+    def _fits_after(
+        node: _Node, flavor: str, gpus: int, removed: Sequence[tuple[int, bool]]
+    ) -> bool:
+        if node.available(flavor) < gpus:
+            return False
+        # Reclaiming without the right to borrow: the preemptor must end within its quota.
+        return not (any(flag for _, flag in removed) and node.borrowing(flavor, gpus))
+
+    def _potential(self, node: _Node, flavor: str) -> float:
+        """The most `node` could ever hold of `flavor` with no usage (Kueue's
+        `potentialAvailable`): a workload wider than this can never be admitted there."""
+        if node.parent is None:
+            return node.subtree.get(flavor, 0)
+        potential = node.guaranteed(flavor) + self._potential(node.parent, flavor)
+        quota = node.quotas.get(flavor)
+        if quota is not None and quota.borrowing_limit is not None:
+            potential = min(potential, node.subtree.get(flavor, 0) + quota.borrowing_limit)
+        return potential
+
+    def _candidates(self, queue: _Queue, workload: Workload, flavor: str) -> list[tuple[int, bool]]:
+        """(key, needs the preemptor to end within quota) for each workload it may evict."""
+        spec = queue.spec
+        priority = workload.effective_priority
+        out: list[tuple[int, bool]] = []
+
+        def allowed(policy: str, other: Workload) -> bool:
+            if policy == ANY:
+                return True
+            if policy == LOWER_PRIORITY:
+                return other.effective_priority < priority
+            if policy == LOWER_OR_NEWER_EQUAL:
+                return other.effective_priority < priority or (
+                    other.effective_priority == priority and other.queued_at > workload.queued_at
+                )
+            return False
+
+        if spec.within_cluster_queue != NEVER:
+            for key in queue.admitted:
+                other = self.workloads[key]
+                if other.flavor == flavor and allowed(spec.within_cluster_queue, other):
+                    out.append((key, False))
+        if spec.reclaim_within_cohort == NEVER or queue.node.parent is None:
+            return out
+        # Walking up: below the first ancestor where it fits within quota the preemptor has no
+        # hierarchical advantage, and may reclaim only as its borrowing policy allows.
+        advantage = not queue.node.borrowing(flavor, workload.gpus)
+        remaining = max(0, workload.gpus - queue.node.local_available(flavor))
+        previous: _Node = queue.node
+        ancestor: _Node | None = queue.node.parent
+        while ancestor is not None:
+            for other_queue in self._borrowing_queues(ancestor, flavor, skip=previous):
+                for key in other_queue.admitted:
+                    other = self.workloads[key]
+                    if other.flavor != flavor or not allowed(spec.reclaim_within_cohort, other):
+                        continue
+                    while_borrowing = spec.borrow_within_cohort != NEVER and (
+                        other.effective_priority < priority
+                    )
+                    out.append((key, not (advantage or while_borrowing)))
+            fits_here = ancestor.usage.get(flavor, 0) + remaining <= ancestor.subtree.get(flavor, 0)
+            advantage = advantage or fits_here
+            remaining = max(0, remaining - ancestor.local_available(flavor))
+            previous, ancestor = ancestor, ancestor.parent
+        return out
+
+    def _borrowing_queues(self, cohort: _Node, flavor: str, *, skip: _Node) -> list[_Queue]:
+        """Queues under `cohort`, outside `skip`, in subtrees above their nominal quota."""
+        found: list[_Queue] = []
+
+        def walk(node: _Node) -> None:
+            for child in node.children:
+                if child is skip:
+                    continue
+                if child.queue:
+                    if child.borrowing(flavor):
+                        found.append(self._queues[child.name])
+                elif child.borrowing(flavor):
+                    walk(child)
+
+        walk(cohort)
+        return found
+
+
+# --------------------------------------------------------------------------- from objects
+
+
+def _gpu_quota(resources: Sequence[Mapping[str, Any]], gpu_resources: set[str]) -> FlavorQuota:
+    for resource in resources:
+        if resource.get("name") in gpu_resources:
+            return FlavorQuota(
+                nominal=_int(resource.get("nominalQuota")),
+                borrowing_limit=_optional_int(resource.get("borrowingLimit")),
+                lending_limit=_optional_int(resource.get("lendingLimit")),
+            )
+    return FlavorQuota(0)
+
+
+def _int(value: Any) -> int:
+    return int(value) if value is not None else 0
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def specs_from_objects(
+    objects: Iterable[Mapping[str, Any]], gpu_resources: set[str]
+) -> tuple[list[QueueSpec], list[CohortSpec]]:
+    """The ClusterQueues and Cohorts of a render, as the model's specs (GPU quotas only)."""
+    queues: list[QueueSpec] = []
+    cohorts: list[CohortSpec] = []
+    for obj in objects:
+        kind, spec = obj.get("kind"), obj.get("spec") or {}
+        name = obj["metadata"]["name"]
+        flavors: dict[str, FlavorQuota] = {}
+        order: list[str] = []
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                order.append(flavor["name"])
+                flavors[flavor["name"]] = _gpu_quota(flavor.get("resources") or [], gpu_resources)
+        if kind == "ClusterQueue":
+            preemption = spec.get("preemption") or {}
+            queues.append(
+                QueueSpec(
+                    name=name,
+                    cohort=spec.get("cohortName"),
+                    flavors=tuple(order),
+                    quotas=flavors,
+                    within_cluster_queue=preemption.get("withinClusterQueue", NEVER),
+                    reclaim_within_cohort=preemption.get("reclaimWithinCohort", NEVER),
+                    borrow_within_cohort=(preemption.get("borrowWithinCohort") or {}).get(
+                        "policy", NEVER
+                    ),
+                )
+            )
+        elif kind == "Cohort":
+            cohorts.append(CohortSpec(name=name, parent=spec.get("parentName"), quotas=flavors))
+    return queues, cohorts
+
+
+__all__ = [
+    "ANY",
+    "LOWER_PRIORITY",
+    "NEVER",
+    "Admission",
+    "CohortSpec",
+    "FlavorQuota",
+    "Kueue",
+    "QueueSpec",
+    "Workload",
+    "specs_from_objects",
+]
