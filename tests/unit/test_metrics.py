@@ -13,7 +13,7 @@ from controller.decide.plan import History, plan_capacity
 from controller.metrics import Metrics
 from tests.builders import policy_doc, pool_doc, project_doc
 
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 POLICY_SET = load_policy_set(
     [
         ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
@@ -28,7 +28,7 @@ POLICY_SET = load_policy_set(
     ]
 )
 PLAN = plan_capacity(
-    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW
+    POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
 )
 
 
