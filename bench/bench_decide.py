@@ -50,7 +50,8 @@ PENDING_PER_PROJECT = 10
 RUNNING_PER_PROJECT = 2
 RUNS = 5
 GOAL_CPU_SECONDS = 1.0
-NOW = datetime(2026, 12, 14, 17, 0, tzinfo=UTC).timestamp()  # `release` is 24 h away
+FIXED_NOW = datetime(2026, 12, 14, 17, 0, tzinfo=UTC).timestamp()
+"""The pass's clock, fixed so the figures repeat: the monthly `release` is 24 h away."""
 HOUR = 3600.0
 SIZES = (1, 1, 2, 2, 2, 4)
 
@@ -84,8 +85,8 @@ def workloads(policy_set: PolicySet, seed: int = 11) -> list[WorkloadView]:
                     queue=project.name,
                     priority=pick.choice((0, 0, 100)),
                     gpus=gpus,
-                    created=NOW - pick.uniform(0.1, 12.0) * HOUR,
-                    admitted_at=NOW - pick.uniform(0.1, 2.0) * HOUR if running else None,
+                    created=FIXED_NOW - pick.uniform(0.1, 12.0) * HOUR,
+                    admitted_at=FIXED_NOW - pick.uniform(0.1, 2.0) * HOUR if running else None,
                     cluster_queue=project.name if running else None,
                     flavors=(names.flavor_name(pick.choice(pools), pick.choice(types)),)
                     if running
@@ -186,20 +187,22 @@ def main() -> None:
         f"{RUNS} runs after a warm-up"
     )
 
-    warm_up = one_pass(policy_set, world, {}, NOW - 600)  # opens the evaluation windows
+    warm_up = one_pass(policy_set, world, {}, FIXED_NOW - 600)  # opens the evaluation windows
     states = warm_up.states
     wall: list[float] = []
     cpu: list[float] = []
     plan = warm_up
     for _ in range(RUNS):
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        plan = one_pass(policy_set, world, states, NOW)
+        plan = one_pass(policy_set, world, states, FIXED_NOW)
         cpu.append(time.process_time() - start_cpu)
         wall.append(time.perf_counter() - start_wall)
     report("plan_capacity (wall)", wall)
     report("plan_capacity (CPU)", cpu)
 
-    calls, distinct, counted = count_oracle_calls(lambda: one_pass(policy_set, world, states, NOW))
+    calls, distinct, counted = count_oracle_calls(
+        lambda: one_pass(policy_set, world, states, FIXED_NOW)
+    )
     assert counted.decisions == plan.decisions, "counting must not change the decision"
     threshold = policy_set.policy.spec.risk.raise_threshold
     at_risk = sum(d.estimate.risk > threshold for d in warm_up.deadlines)
@@ -215,7 +218,7 @@ def main() -> None:
     print(f"  projects held on-demand      {held}; deadlines still above threshold {after}")
 
     tracemalloc.start()
-    one_pass(policy_set, world, states, NOW)
+    one_pass(policy_set, world, states, FIXED_NOW)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -224,7 +227,7 @@ def main() -> None:
     met = statistics.median(cpu) < GOAL_CPU_SECONDS
     print(f"goal median CPU < {GOAL_CPU_SECONDS:.0f} s: {'met' if met else 'NOT met'}")
     if not met:
-        profile(lambda: one_pass(policy_set, world, states, NOW))
+        profile(lambda: one_pass(policy_set, world, states, FIXED_NOW))
 
 
 if __name__ == "__main__":

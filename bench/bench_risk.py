@@ -21,7 +21,7 @@ DEADLINES = 1000
 SAMPLES = 500
 RUNS = 5
 GOAL_SECONDS = 1.0
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 HOUR = 3600.0
 SIZES = (1, 2, 4, 8, 8, 16, 32, 64)
 
@@ -51,12 +51,12 @@ def problems(seed: int = 7) -> list[Problem]:
             spot_availability=pick.uniform(0.6, 0.98),
             interruptions_per_node_hour=pick.uniform(0.0, 0.1),
         )
-        out.append(Problem(jobs, capacity, NOW + pick.uniform(4.0, 72.0) * HOUR))
+        out.append(Problem(jobs, capacity, FIXED_NOW + pick.uniform(4.0, 72.0) * HOUR))
     return out
 
 
 def run(batch: list[Problem]) -> list[Estimate]:
-    return estimate_many(batch, now=NOW, samples=SAMPLES, seed=0)
+    return estimate_many(batch, now=FIXED_NOW, samples=SAMPLES, seed=0)
 
 
 def main() -> None:

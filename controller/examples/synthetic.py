@@ -2,7 +2,8 @@
 
 They follow the shape of real fleets (a few tiers, projects spread over pools, a share of them
 with deadlines and budgets) and are deterministic for a given size, so benchmark figures and
-schema checks are repeatable.
+schema checks are repeatable. The deadlines recur (`release` monthly on the 15th at 17:00 UTC,
+`weekly` on Fridays), so a controller running on the real clock always has a cutoff ahead.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def synthetic_documents(*, projects: int, pools: int) -> list[dict[str, Any]]:
         }
         if i % 2 == 0:
             spec["deadlines"] = [
-                {"name": "release", "at": "2026-12-15T17:00:00Z"},
+                {"name": "release", "schedule": "0 17 15 * *", "timeZone": "UTC"},
                 {"name": "weekly", "schedule": "0 18 * * FRI", "timeZone": "Europe/Berlin"},
             ]
         if i % 3 == 0:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import structlog
 
@@ -22,7 +23,7 @@ from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
-from controller.kube.leader import LeaderElector
+from controller.kube.leader import LeaderElector, utc_now
 from controller.kube.watch import Watcher
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
@@ -55,8 +56,15 @@ class Controller:
         on_result: Callable[[ReconcileResult], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
         lease_client: KubeClient | None = None,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        """`lease_client` should retry for less than the renew deadline (see `run`)."""
+        """`lease_client` should retry for less than the renew deadline (see `run`).
+
+        `wall_clock` is the time the decisions and their Events are made at (deadlines,
+        evaluation windows, cooldowns, Event series): a test moves it to run the loop and its
+        own passes on one timeline. The Lease, backoff and probes keep real time, which is
+        what other replicas and the kubelet measure.
+        """
         self.client = client
         self.options = options
         self.on_result = on_result
@@ -79,7 +87,9 @@ class Controller:
                 on_started_leading=self._wake.set,
                 on_stopped_leading=self._wake.set,
             )
-        self.events = EventRecorder(client, reporting_instance=options.identity)
+        self.events = EventRecorder(
+            client, reporting_instance=options.identity, wall_clock=wall_clock
+        )
         self.metrics = Metrics()
         self.history = HistoryReader()
         self.reconciler = Reconciler(
@@ -89,6 +99,7 @@ class Controller:
             may_write=self.is_leader,
             metrics=self.metrics,
             history=self.history,
+            wall_clock=wall_clock,
         )
         self.watchers: list[Watcher] = []
 

@@ -17,7 +17,6 @@ Run `python -m controller.testenv.prometheus` to fetch the binaries once and pri
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -37,6 +36,7 @@ from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from controller.testenv.controlplane import free_ports
+from controller.testenv.debian import unpacked_package
 
 PACKAGE = "prometheus"
 READY_TIMEOUT_SECONDS = 60.0
@@ -99,87 +99,18 @@ def promtool_path() -> Path:
     return _pick("PROMTOOL_BIN", "promtool", fetch=True)
 
 
-def _apt_get(args: list[str], *, cwd: Path, log: Path) -> subprocess.CompletedProcess[str]:
-    options = []
-    if os.geteuid() == 0:
-        # apt hands downloads to its unprivileged _apt user, which cannot enter ~root; it then
-        # downloads as root anyway, with a warning. Say so up front and skip the warning.
-        options = ["-o", "APT::Sandbox::User=root"]
-    result = subprocess.run(
-        ["apt-get", "-q", *options, *args],
-        cwd=cwd,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    with log.open("a") as handle:
-        handle.write(f"$ apt-get {' '.join(args)}\n{result.stdout}{result.stderr}\n")
-    return result
-
-
 def fetch_package() -> Path:
     """Download and unpack Debian's prometheus package into the cache; returns its bin dir.
 
-    Holds a lock on the cache, so two test processes starting at once fetch it only once.
+    Two test processes starting at once fetch it only once (see `controller.testenv.debian`).
     """
-    target = cache_dir()
-    target.mkdir(parents=True, exist_ok=True)
-    with (target / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        bin_dir = _extracted_bin()
-        if not all((bin_dir / name).is_file() for name in ("prometheus", "promtool")):
-            _fetch_into(target)
-    return bin_dir
-
-
-def _fetch_into(target: Path) -> None:
-    """`apt-get download` needs the package lists. A fresh machine may have none, or lists
-    older than the archive (the version they name is gone), so on failure the lists are
-    refreshed once with `apt-get update` (as root, as CI runs) and the download tried again.
-    """
-    log = target / "fetch.log"
-    log.write_text("")
-    with tempfile.TemporaryDirectory(prefix="download-", dir=target) as tmp:
-        work = Path(tmp)
-        result = _apt_get(["download", PACKAGE], cwd=work, log=log)
-        if result.returncode != 0:
-            if os.geteuid() != 0:
-                raise PrometheusError(
-                    f"`apt-get download {PACKAGE}` failed and only root can refresh the package"
-                    f" lists: run `sudo apt-get update` and try again (log: {log}):\n"
-                    f"{result.stderr.strip()}"
-                )
-            update = _apt_get(["update"], cwd=work, log=log)
-            if update.returncode != 0:
-                result = update
-            else:
-                result = _apt_get(["download", PACKAGE], cwd=work, log=log)
-        debs = sorted(work.glob(f"{PACKAGE}_*.deb"))
-        if result.returncode != 0 or not debs:
-            raise PrometheusError(
-                f"could not download Debian's {PACKAGE} package (log: {log}):\n"
-                f"{result.stderr.strip()}"
-            )
-        unpacked = work / "root"
-        extract = subprocess.run(
-            ["dpkg", "-x", str(debs[-1]), str(unpacked)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if extract.returncode != 0:
-            raise PrometheusError(f"dpkg -x {debs[-1].name} failed:\n{extract.stderr.strip()}")
-        for name in ("prometheus", "promtool"):
-            if not (unpacked / "usr" / "bin" / name).is_file():
-                raise PrometheusError(f"{debs[-1].name} has no usr/bin/{name}")
-        # Swap the finished tree in whole, so an interrupted fetch never leaves half a tree
-        # that looks complete to the next run.
-        final = target / "root"
-        if final.exists():
-            shutil.rmtree(final)
-        unpacked.rename(final)
-        (target / "package").write_text(debs[-1].name + "\n")
+    root = unpacked_package(
+        PACKAGE,
+        cache_dir(),
+        required=("usr/bin/prometheus", "usr/bin/promtool"),
+        error=PrometheusError,
+    )
+    return root / "usr" / "bin"
 
 
 def version(binary: Path | None = None) -> str:

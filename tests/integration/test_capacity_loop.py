@@ -5,8 +5,9 @@ object the reconciler writes and reads back, the status subresources, the Worklo
 Kueue records them), a Prometheus server (empty: it makes history available, which lowering
 requires) and `quartermaster explain` run as a process. Stand-ins: Event is a custom resource
 on this server (controller/testenv/standins); no Kueue or Karpenter controller runs, so nothing
-admits a Workload or provisions a node; the clock is injected, so an evaluation window or a
-cooldown passes in one step. Passes run in-process so each write can be counted.
+admits a Workload or provisions a node; the clock is injected (the reconciler and its Event
+recorder read the same one), so an evaluation window or a cooldown passes in one step and the
+test passes on any date. Passes run in-process so each write can be counted.
 
 The scenario: llm-pretrain (production tier, 64 a100 + 32 h100 GPUs) has a weekly cutoff on
 Fridays at 18:00 Europe/Berlin. On a Monday noon, N pending Workloads of 16 GPUs and 30 hours
@@ -42,12 +43,16 @@ from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.render.karpenter import whole_nodes
 from controller.testenv.controlplane import ControlPlane
 from controller.testenv.prometheus import PrometheusServer
+from tests.clock import Clock
 from tests.integration.test_reconcile import apply_doc, condition, example_documents
 
 REPO_ROOT = Path(__file__).parents[2]
-MONDAY_NOON = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-"""llm-pretrain's next cutoff is Friday 2026-11-27 18:00 Berlin, 17:00 UTC: 101 hours away."""
+FIXED_MONDAY_NOON = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+"""The scenario's clock starts here, on purpose: the risk figures below are calibrated to a
+cutoff 101 hours away, which a date taken from the real clock would move with DST and weekday.
+Nothing in these tests reads the real clock for a decision."""
 CUTOFF = "2026-11-27T17:00:00Z"
+"""llm-pretrain's next cutoff after FIXED_MONDAY_NOON: Friday 18:00 Berlin, 17:00 UTC."""
 PROJECT = "llm-pretrain"
 NAMESPACE = "llm"
 DEADLINE = "weekly-checkpoint"
@@ -64,19 +69,6 @@ AT_RISK = 15
 HOPELESS = 24
 """Workloads that cannot all make the cutoff, whatever the mix."""
 BOOST_VALUE = 5000
-
-
-class Clock:
-    """The reconciler's wall clock, moved by the test."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def deadline_workload(
@@ -227,13 +219,13 @@ def start(
                 edit(doc)
             policy = doc
         apply_doc(kube, doc)
-    clock = Clock(MONDAY_NOON)
+    clock = Clock(FIXED_MONDAY_NOON)
     world = World(
         kube,
         clock,
         Reconciler(
             kube,
-            events=EventRecorder(kube, reporting_instance="test"),
+            events=EventRecorder(kube, reporting_instance="test", wall_clock=clock),
             wall_clock=clock,
             metrics=Metrics(),
             history=HistoryReader(),
@@ -550,7 +542,9 @@ def test_priority_boost_follows_the_risk(kube: KubeClient, prometheus: Prometheu
                 "status": "True",
                 "reason": "Admitted",
                 "message": "admitted",
-                "lastTransitionTime": "2026-11-23T06:00:00Z",
+                "lastTransitionTime": (world.clock.now - timedelta(hours=6)).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
             }
         ]
     }

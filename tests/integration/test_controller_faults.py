@@ -18,6 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -28,6 +29,7 @@ from controller.api.loader import load_policy_set
 from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
+from controller.kube.leader import utc_now
 from controller.reconcile.diff import is_subset, ref, show_ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
@@ -54,9 +56,19 @@ def wait_for(
 
 
 class RunningController:
-    """A `Controller` on a thread, with every pass's result and error noted with its time."""
+    """A `Controller` on a thread, with every pass's result and error noted with its time.
 
-    def __init__(self, client: KubeClient, options: LoopOptions) -> None:
+    `wall_clock` is the controller's decision clock (see `Controller`): a test that also runs
+    passes of its own on an injected clock hands the loop that same clock.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        options: LoopOptions,
+        *,
+        wall_clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self.client = client
         self.results: list[tuple[float, ReconcileResult]] = []
         self.errors: list[tuple[float, Exception]] = []
@@ -66,6 +78,7 @@ class RunningController:
             options,
             on_result=lambda r: self.results.append((time.monotonic(), r)),
             on_error=lambda e: self.errors.append((time.monotonic(), e)),
+            wall_clock=wall_clock,
         )
         self.thread = threading.Thread(target=self._run, name="controller", daemon=True)
 

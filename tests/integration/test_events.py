@@ -22,18 +22,16 @@ from controller.kube.events import EventRecorder, event_name, truncate_note
 from controller.kube.leader import parse_microtime
 from controller.testenv.controlplane import ControlPlane
 from tests.builders import policy_doc
+from tests.clock import Clock
 from tests.integration.conftest import new_client
 
 INSTANCE = "quartermaster-7d9f-abcde"
 MICROTIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 21, 13, 4, 5, 123456, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
+FIXED_NOW = datetime(2026, 11, 21, 13, 4, 5, 123456, tzinfo=UTC)
+"""The recorder's injected clock starts here; the server stores eventTime as given, so the
+expected times below follow from it whatever the date."""
 
 
 @pytest.fixture
@@ -66,7 +64,7 @@ def events_in(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
 def test_emit_creates_an_event_shaped_as_the_events_api_requires(
     kube: KubeClient, recorder_client: KubeClient, subject: dict[str, Any]
 ) -> None:
-    clock = Clock()
+    clock = Clock(FIXED_NOW)
     recorder = EventRecorder(recorder_client, reporting_instance=INSTANCE, wall_clock=clock)
     name = recorder.emit(
         subject,
@@ -103,7 +101,7 @@ def test_emit_creates_an_event_shaped_as_the_events_api_requires(
 def test_a_repeat_counts_on_the_existing_event_instead_of_creating_another(
     kube: KubeClient, recorder_client: KubeClient, subject: dict[str, Any]
 ) -> None:
-    clock = Clock()
+    clock = Clock(FIXED_NOW)
     recorder = EventRecorder(recorder_client, reporting_instance=INSTANCE, wall_clock=clock)
 
     def emit(note: str = "pool a100 is over its on-demand ceiling") -> str | None:
@@ -135,7 +133,9 @@ def test_a_repeat_counts_on_the_existing_event_instead_of_creating_another(
 def test_a_repeat_of_an_event_deleted_from_the_server_creates_it_again(
     kube: KubeClient, recorder_client: KubeClient, subject: dict[str, Any]
 ) -> None:
-    recorder = EventRecorder(recorder_client, reporting_instance=INSTANCE, wall_clock=Clock())
+    recorder = EventRecorder(
+        recorder_client, reporting_instance=INSTANCE, wall_clock=Clock(FIXED_NOW)
+    )
     first = recorder.emit(subject, type="Normal", reason="Applied", action="Apply", note="ok")
     assert first is not None
     assert kube.delete(kinds.EVENT, first, "team-a")  # as the server's one-hour TTL would
@@ -174,7 +174,9 @@ def test_events_about_a_cluster_scoped_object_go_to_the_default_namespace(
 def test_a_failure_to_emit_is_logged_and_never_raised(
     control_plane: ControlPlane, recorder_client: KubeClient, subject: dict[str, Any]
 ) -> None:
-    recorder = EventRecorder(recorder_client, reporting_instance=INSTANCE, wall_clock=Clock())
+    recorder = EventRecorder(
+        recorder_client, reporting_instance=INSTANCE, wall_clock=Clock(FIXED_NOW)
+    )
     first = recorder.emit(subject, type="Normal", reason="Applied", action="Apply", note="ok")
     assert first is not None
     control_plane.stop_apiserver()

@@ -11,10 +11,13 @@ the roles `kustomize build manifests/base` binds to the ServiceAccount, both way
   the apps/v1 Deployments of the warm pools, a kind this server cannot serve (see the test).
 
 The recorded run covers what a controller process does: the Controller loop with leader
-election (Lease, list and watch of every kind), and reconcile passes with an injected clock so a
-raise happens within the test: applying what the policy renders, status, Events, the priority
-boost, and pruning a removed project. Stand-ins: Lease and Event are custom resources on this
-server (controller/testenv/standins).
+election (Lease, list and watch of every kind), and reconcile passes on the same injected clock
+as the loop, so a raise happens within the test: applying what the policy renders, status,
+Events, the priority boost, and pruning a removed project. An Event repeat (a PATCH of its
+series) is made deterministic: a pass a minute after the fleet shrinks warns again that a
+project's queues are kept for their Workloads, and the test checks that Event's series on the
+server before anything else. Stand-ins: Lease and Event are custom resources on this server
+(controller/testenv/standins).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import pytest
 
 from controller import names
+from controller.decide.mix import Action
 from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.client import KubeClient
@@ -35,12 +39,12 @@ from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler
 from controller.testenv.controlplane import ControlPlane
 from controller.testenv.kustomize import build
+from tests.clock import Clock
 from tests.faultproxy import FaultProxy, client_for
 from tests.integration.test_capacity_loop import (
+    FIXED_MONDAY_NOON,
     HOPELESS,
-    MONDAY_NOON,
     WINDOW,
-    Clock,
     deadline_workload,
 )
 from tests.integration.test_controller_faults import RunningController, options, wait_for
@@ -71,6 +75,9 @@ def run_the_controller(kube: KubeClient, proxy: FaultProxy) -> None:
     for index in range(HOPELESS):
         kube.apply(kinds.WORKLOAD, deadline_workload(index), field_manager="kueue")
 
+    # One clock for the loop and the passes after it: the loop's pass opens the evaluation
+    # window at the clock's start, and the passes' decisions follow from it on any date.
+    clock = Clock(FIXED_MONDAY_NOON)
     # The loop: leader election, watches, a first pass; then a graceful stop releases the Lease.
     looped = RunningController(
         client_for(proxy),
@@ -80,6 +87,7 @@ def run_the_controller(kube: KubeClient, proxy: FaultProxy) -> None:
             renew_deadline_seconds=3.0,
             retry_period_seconds=0.5,
         ),
+        wall_clock=clock,
     ).start()
     try:
         wait_for(lambda: bool(looped.results), 60, "the loop's first reconcile")
@@ -87,26 +95,28 @@ def run_the_controller(kube: KubeClient, proxy: FaultProxy) -> None:
         looped.stop()
     assert looped.stopped_cleanly()
 
-    # Passes a window apart (injected clock): a raise, Events repeated into a series, boosts,
-    # and a prune after a project is removed from Git.
+    # Passes on that clock: a raise a window later, a prune after a project is removed from
+    # Git, the fleet shrinking, and a repeated Event.
     client = client_for(proxy)
     try:
-        clock = Clock(MONDAY_NOON)
         reconciler = Reconciler(
             client,
-            events=EventRecorder(client, reporting_instance="rbac-test"),
+            events=EventRecorder(client, reporting_instance="rbac-test", wall_clock=clock),
             wall_clock=clock,
             metrics=Metrics(),
             history=HistoryReader(),
         )
-        for _ in range(3):
-            reconciler.reconcile()
-            clock.advance(WINDOW + 1)
+        clock.advance(WINDOW + 1)
+        result = reconciler.reconcile()
+        assert result.capacity is not None
+        assert Action.RAISE in {d.action for d in result.capacity.decisions}
+        clock.advance(WINDOW + 1)
         kube.delete(kinds.TRAINING_PROJECT, REMOVED_PROJECT)
         result = reconciler.reconcile()
         assert result.pruned > 0
         # The fleet shrinks in Git: one project left, the h100 pool, the exploratory tier and
-        # the warm pools gone. Every kind the controller writes is pruned once.
+        # the warm pools gone. Every kind the controller writes is pruned once; llm-pretrain's
+        # queues are kept, since its Workloads still use them.
         for doc in example_documents():
             if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] != KEPT_PROJECT:
                 kube.delete(kinds.TRAINING_PROJECT, doc["metadata"]["name"])
@@ -116,10 +126,22 @@ def run_the_controller(kube: KubeClient, proxy: FaultProxy) -> None:
                 spec["pools"] = [p for p in spec["pools"] if p["name"] == "a100"]
                 spec["pools"][0]["warmPool"] = {"minGpus": 0, "maxGpus": 0}
                 apply_doc(kube, doc)
+        clock.advance(WINDOW + 1)
         result = reconciler.reconcile()
         assert result.pruned > 0
+        assert result.kept
+        # A minute later, well within the Event series window, the same warning again: the
+        # recorder counts it on the Event it wrote (a PATCH) instead of creating another.
+        clock.advance(60)
+        reconciler.reconcile()
     finally:
         client.close()
+    repeated = [
+        e
+        for e in kube.list(kinds.EVENT)[0]
+        if e.get("reason") == "PruneBlocked" and (e.get("series") or {}).get("count") == 2
+    ]
+    assert repeated, "no PruneBlocked Event was counted twice"
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -196,7 +197,7 @@ class TestChanges:
                     "status": "True",
                     "reason": "Succeeded",
                     "message": "done",
-                    "lastTransitionTime": "2026-11-21T10:00:00Z",
+                    "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 }
             ]
         }

@@ -14,7 +14,7 @@ from controller.decide.plan import plan_capacity
 from controller.metrics import Metrics
 from tests.builders import policy_doc, pool_doc, project_doc
 
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 POLICY_SET = load_policy_set(
     [
         ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
@@ -29,7 +29,9 @@ POLICY_SET = load_policy_set(
     ]
 )
 PLAN = plan_capacity(
-    Observation(POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW)
+    Observation(
+        POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
+    )
 )
 
 

@@ -35,7 +35,7 @@ Doc = dict[str, Any]
 Levels = tuple[tuple[int, float], ...]
 """A staircase: (from this share on, this risk), shares ascending."""
 
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 WINDOW = 600.0
 COOLDOWN = 1800.0
 DAY = 86400.0
@@ -132,34 +132,34 @@ def state(
     [
         pytest.param(
             {"mode": "Freeze", "reason": "incident 4711"},
-            state(24, {"vision": 24}, raise_since=NOW - 900, last_change=NOW - 5000),
+            state(24, {"vision": 24}, raise_since=FIXED_NOW - 900, last_change=FIXED_NOW - 5000),
             Action.FREEZE,
             24,
-            state(24, {"vision": 24}, raise_since=NOW - 900, last_change=NOW - 5000),
+            state(24, {"vision": 24}, raise_since=FIXED_NOW - 900, last_change=FIXED_NOW - 5000),
             id="Freeze keeps the mix and the whole state, however high the risk",
         ),
         pytest.param(
             {"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 30}]},
-            state(24, {"vision": 24}, last_change=NOW - 5000),
+            state(24, {"vision": 24}, last_change=FIXED_NOW - 5000),
             Action.MANUAL,
             30,
-            state(30, {}, last_change=NOW),
+            state(30, {}, last_change=FIXED_NOW),
             id="Manual sets the override's count, drops assignments and records the change",
         ),
         pytest.param(
             {"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 24}]},
-            state(24, {"vision": 24}, last_change=NOW - 5000),
+            state(24, {"vision": 24}, last_change=FIXED_NOW - 5000),
             Action.MANUAL,
             24,
-            state(24, {}, last_change=NOW - 5000),
+            state(24, {}, last_change=FIXED_NOW - 5000),
             id="Manual at the count the pool already has keeps the time of the last change",
         ),
         pytest.param(
             {"mode": "Manual", "onDemandGpus": [{"pool": "h100", "gpus": 8}]},
-            state(24, {"vision": 24}, last_change=NOW - 5000),
+            state(24, {"vision": 24}, last_change=FIXED_NOW - 5000),
             Action.MANUAL,
             24,
-            state(24, {}, last_change=NOW - 5000),
+            state(24, {}, last_change=FIXED_NOW - 5000),
             id="Manual that does not name the pool keeps the pool's count",
         ),
     ],
@@ -170,7 +170,7 @@ def test_overrides(
     policy_set = load(project(), pools=[POOL, pool_doc("h100")], override=override)
     risk = FakeRisk({"vision": release((0, 0.9))})
 
-    decision = decide_pool(policy_set, before, risk, now=NOW)
+    decision = decide_pool(policy_set, before, risk, now=FIXED_NOW)
 
     assert (decision.action, decision.reason) == (want_action, Reason.OVERRIDE)
     assert (decision.previous, decision.target) == (24, want_target)
@@ -203,13 +203,13 @@ def test_manual_matches_rendered_mix(manual: int, want_target: int) -> None:
     )
     rendered = {m.pool: m.on_demand_gpus for m in resolve_mix(policy_set)}
     # What the previous pass wrote to status, read back: the rendered mix.
-    before = state(rendered["a100"], last_change=NOW - 5000)
+    before = state(rendered["a100"], last_change=FIXED_NOW - 5000)
 
-    decision = decide_pool(policy_set, before, FakeRisk({}), now=NOW)
+    decision = decide_pool(policy_set, before, FakeRisk({}), now=FIXED_NOW)
 
     assert decision.target == rendered["a100"] == want_target
     assert decision.state.on_demand_gpus == want_target
-    assert decision.state.last_change == NOW - 5000, "a steady Manual mix is no change"
+    assert decision.state.last_change == FIXED_NOW - 5000, "a steady Manual mix is no change"
 
 
 # ---------------------------------------------------------------------- the decision table
@@ -228,7 +228,7 @@ AT_RISK = release((0, 0.5), (12, 0.04))
 """Risk 0.5 under 12 GPUs, 0.04 (under the 0.05 target) from 12 on."""
 CLEARED = release((0, 0.5), (10, 0.06), (14, 0.04))
 """Under the lower threshold from 14 GPUs on; 10 to 13 would sit between the thresholds."""
-PAST_WINDOW = NOW - WINDOW
+PAST_WINDOW = FIXED_NOW - WINDOW
 # Budget of `vision` (32 GPUs of a100 at $1 spot, $4 on-demand): 730 h * $47 = $34,310 a month.
 # $47/h - 32 GPUs * $1 at spot = $15/h of room, at $3 more per on-demand GPU-hour: 5 GPUs.
 BUDGET_ONE_POOL = 730 * 47
@@ -258,15 +258,15 @@ TWO_TIERS = load(
             Action.HOLD,
             Reason.EVALUATION_WINDOW,
             8,
-            state(8, raise_since=NOW),
+            state(8, raise_since=FIXED_NOW),
             id="risk first seen above the raise threshold starts the evaluation window",
         ),
         pytest.param(
-            Given(state(8, raise_since=NOW - 599), {"vision": AT_RISK}),
+            Given(state(8, raise_since=FIXED_NOW - 599), {"vision": AT_RISK}),
             Action.HOLD,
             Reason.EVALUATION_WINDOW,
             8,
-            state(8, raise_since=NOW - 599),
+            state(8, raise_since=FIXED_NOW - 599),
             id="risk above the raise threshold inside the window holds and keeps raise_since",
         ),
         pytest.param(
@@ -274,7 +274,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             12,
-            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="after the window the pool rises to the smallest share meeting the target",
         ),
         pytest.param(
@@ -290,7 +290,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             16,
-            state(16, {"vision": 16}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(16, {"vision": 16}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="the share must meet every deadline's target (demo's 0.01 needs 20), within a step",
         ),
         pytest.param(
@@ -302,7 +302,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             6,
-            state(6, {"vision": 6}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(6, {"vision": 6}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a lax deadline's target is the raise threshold: 1 - 0.5 is capped at 0.2",
         ),
         pytest.param(
@@ -314,7 +314,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             12,
-            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="one decision adds at most maxStepGpus: 8 + 4, not the 20 wanted",
         ),
         pytest.param(
@@ -326,7 +326,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             16,
-            state(16, {"vision": 4}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(16, {"vision": 4}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a share under the floor is held within the floor's GPUs, never below them",
         ),
         pytest.param(
@@ -338,7 +338,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             10,
-            state(10, {"vision": 4}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(10, {"vision": 4}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a pool below its floor (the floor was raised) rises to the floor",
         ),
         pytest.param(
@@ -349,18 +349,18 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             32,
-            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a target no share meets gets the project's whole quota on-demand",
         ),
         pytest.param(
             Given(
-                state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=NOW - 60),
+                state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 60),
                 {"vision": release((0, 0.5), (16, 0.3))},
             ),
             Action.HOLD,
             Reason.TARGET_UNREACHABLE,
             32,
-            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=NOW - 60),
+            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 60),
             id="an unreachable target with the whole quota on-demand holds and says why",
         ),
         pytest.param(
@@ -372,7 +372,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             20,
-            state(20, {"vision": 20}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(20, {"vision": 20}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="never above the pool's quota total (20) even under a ceiling of 64",
         ),
         pytest.param(
@@ -384,7 +384,7 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.BUDGET_BINDS,
             5,
-            state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="the budget caps the share: ($34,310/730 - 32 * $1) // ($4 - $1) = 5 GPUs",
         ),
         pytest.param(
@@ -405,19 +405,19 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.BUDGET_BINDS,
             2,
-            state(2, {"vision": 2}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(2, {"vision": 2}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="the budget pays the other pools' quota at spot first: ($59 - $20 - $32) // $3 = 2",
         ),
         pytest.param(
             Given(
-                state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=NOW - 60),
+                state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 60),
                 {"vision": AT_RISK},
                 load(project(budget={"dollarsPerMonth": BUDGET_ONE_POOL})),
             ),
             Action.HOLD,
             Reason.BUDGET_BINDS,
             5,
-            state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=NOW - 60),
+            state(5, {"vision": 5}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 60),
             id="at the budget's cap the pool holds and says the budget binds",
         ),
         pytest.param(
@@ -433,14 +433,19 @@ TWO_TIERS = load(
                 24,
                 {"zeta": 16, "alpha": 8},
                 raise_since=PAST_WINDOW,
-                last_change=NOW,
+                last_change=FIXED_NOW,
                 deferred=("research",),
             ),
             id="the ceiling (24 < 16 + 16) serves production first and defers research",
         ),
         pytest.param(
             Given(
-                state(24, {"zeta": 16, "alpha": 8}, raise_since=PAST_WINDOW, last_change=NOW - 60),
+                state(
+                    24,
+                    {"zeta": 16, "alpha": 8},
+                    raise_since=PAST_WINDOW,
+                    last_change=FIXED_NOW - 60,
+                ),
                 {"zeta": release((0, 0.5), (16, 0.01)), "alpha": release((0, 0.5), (16, 0.01))},
                 TWO_TIERS,
             ),
@@ -451,7 +456,7 @@ TWO_TIERS = load(
                 24,
                 {"zeta": 16, "alpha": 8},
                 raise_since=PAST_WINDOW,
-                last_change=NOW - 60,
+                last_change=FIXED_NOW - 60,
                 deferred=("research",),
             ),
             id="at the ceiling the pool holds, says the ceiling binds and keeps research deferred",
@@ -466,12 +471,12 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             12,
-            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="8 GPUs held through the proportional split count: 12 in all, not 8 + 12",
         ),
         pytest.param(
             Given(
-                state(8, raise_since=NOW - 3600, lower_since=NOW - 3600),
+                state(8, raise_since=FIXED_NOW - 3600, lower_since=FIXED_NOW - 3600),
                 {"vision": release((0, 0.5), (8, 0.1))},
                 load(project(), pools=[pool(floor=8)]),
                 baseline={"vision": 8},
@@ -491,49 +496,51 @@ TWO_TIERS = load(
             Action.RAISE,
             Reason.RISK_ABOVE_THRESHOLD,
             12,
-            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=NOW),
+            state(12, {"vision": 12}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="without history the pool still rises: only lowering needs it",
         ),
         # --- lowering (vision holds 24 with risk 0.04 there; 14 is the least under 0.05)
         pytest.param(
-            Given(state(24, {"vision": 24}, last_change=NOW - 7200), {"vision": CLEARED}),
+            Given(state(24, {"vision": 24}, last_change=FIXED_NOW - 7200), {"vision": CLEARED}),
             Action.HOLD,
             Reason.EVALUATION_WINDOW,
             24,
-            state(24, {"vision": 24}, lower_since=NOW, last_change=NOW - 7200),
+            state(24, {"vision": 24}, lower_since=FIXED_NOW, last_change=FIXED_NOW - 7200),
             id="risk first seen under the lower threshold starts the window",
         ),
         pytest.param(
             Given(
-                state(24, {"vision": 24}, lower_since=NOW - 599, last_change=NOW - 7200),
+                state(
+                    24, {"vision": 24}, lower_since=FIXED_NOW - 599, last_change=FIXED_NOW - 7200
+                ),
                 {"vision": CLEARED},
             ),
             Action.HOLD,
             Reason.EVALUATION_WINDOW,
             24,
-            state(24, {"vision": 24}, lower_since=NOW - 599, last_change=NOW - 7200),
+            state(24, {"vision": 24}, lower_since=FIXED_NOW - 599, last_change=FIXED_NOW - 7200),
             id="risk under the lower threshold inside the window holds and keeps lower_since",
         ),
         pytest.param(
             Given(
-                state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=NOW - 1799),
+                state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=FIXED_NOW - 1799),
                 {"vision": CLEARED},
             ),
             Action.HOLD,
             Reason.COOLDOWN,
             24,
-            state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=NOW - 1799),
+            state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=FIXED_NOW - 1799),
             id="after the window but inside the cooldown the pool holds",
         ),
         pytest.param(
             Given(
-                state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=NOW - 1800),
+                state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=FIXED_NOW - 1800),
                 {"vision": CLEARED},
             ),
             Action.LOWER,
             Reason.RISK_CLEARED,
             14,
-            state(14, {"vision": 14}, lower_since=PAST_WINDOW, last_change=NOW),
+            state(14, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="after window and cooldown the pool steps down to the least share under 0.05",
         ),
         pytest.param(
@@ -544,7 +551,7 @@ TWO_TIERS = load(
             Action.LOWER,
             Reason.RISK_CLEARED,
             14,
-            state(14, {"vision": 14}, lower_since=PAST_WINDOW, last_change=NOW),
+            state(14, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a pool never changed has no cooldown; lowering ends the deferral",
         ),
         pytest.param(
@@ -555,7 +562,7 @@ TWO_TIERS = load(
             Action.LOWER,
             Reason.RISK_CLEARED,
             18,
-            state(18, {"vision": 18}, lower_since=PAST_WINDOW, last_change=NOW),
+            state(18, {"vision": 18}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="a share at exactly the lower threshold is not under it: 18, not 14",
         ),
         pytest.param(
@@ -567,7 +574,7 @@ TWO_TIERS = load(
             Action.LOWER,
             Reason.RISK_CLEARED,
             20,
-            state(20, {"vision": 14}, lower_since=PAST_WINDOW, last_change=NOW),
+            state(20, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="one decision gives back at most maxStepGpus: 24 - 4, not 14",
         ),
         pytest.param(
@@ -579,7 +586,7 @@ TWO_TIERS = load(
             Action.LOWER,
             Reason.RISK_CLEARED,
             20,
-            state(20, {"vision": 14}, lower_since=PAST_WINDOW, last_change=NOW),
+            state(20, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="lowering stops at the floor",
         ),
         pytest.param(
@@ -623,7 +630,7 @@ TWO_TIERS = load(
             Action.LOWER,
             Reason.RISK_CLEARED,
             12,
-            state(12, {"nlp": 12}, raise_since=NOW, last_change=NOW),
+            state(12, {"nlp": 12}, raise_since=FIXED_NOW, last_change=FIXED_NOW),
             id="at risk, but a safe project hands back more than the other takes: a Lower",
         ),
     ],
@@ -635,7 +642,7 @@ def test_decide_pool(
         given.policy_set,
         given.state,
         FakeRisk(given.levels),
-        now=NOW,
+        now=FIXED_NOW,
         baseline=given.baseline,
         history_available=given.history_available,
     )
@@ -643,7 +650,9 @@ def test_decide_pool(
     assert (decision.action, decision.reason) == (want_action, want_reason), decision.message
     assert (decision.previous, decision.target) == (given.state.on_demand_gpus, want_target)
     # A raise starts the evaluation window again, pacing the next step a window later.
-    paced = replace(want_state, raise_since=NOW) if want_action == Action.RAISE else want_state
+    paced = (
+        replace(want_state, raise_since=FIXED_NOW) if want_action == Action.RAISE else want_state
+    )
     assert decision.state == paced
     assert decision.changed is (want_action in (Action.RAISE, Action.LOWER))
 
@@ -653,7 +662,7 @@ def test_ceiling_message_names_the_deferred_tier() -> None:
         TWO_TIERS,
         state(0, raise_since=PAST_WINDOW),
         FakeRisk({"zeta": release((0, 0.5), (16, 0.01)), "alpha": release((0, 0.5), (16, 0.01))}),
-        now=NOW,
+        now=FIXED_NOW,
     )
 
     assert decision.message == (
@@ -671,7 +680,7 @@ def test_baseline_is_where_the_search_starts() -> None:
         load(project(), pools=[pool(floor=8)]),
         state(8, raise_since=PAST_WINDOW),
         risk,
-        now=NOW,
+        now=FIXED_NOW,
         baseline={"vision": 8},
     )
 
@@ -694,7 +703,10 @@ def test_bisection_finds_the_boundary(boundary: int, want_share: int) -> None:
     risk = FakeRisk({"vision": release((0, 0.5), (boundary, 0.01))})
 
     decision = decide_pool(
-        load(project(), risk={"maxStepGpus": 64}), state(0, raise_since=PAST_WINDOW), risk, now=NOW
+        load(project(), risk={"maxStepGpus": 64}),
+        state(0, raise_since=PAST_WINDOW),
+        risk,
+        now=FIXED_NOW,
     )
 
     assert decision.state.assignments == {"vision": want_share}
@@ -746,7 +758,7 @@ def simulate(policy_set: PolicySet, series: Series, *, start: PoolState) -> list
         split = split_quotas(policy_set, mix, {current.pool: current.assignments})
         baseline = {p: q.on_demand_gpus for (p, name), q in split.items() if name == current.pool}
         decision = decide_pool(
-            policy_set, current, oracle_at(minute), now=NOW + minute * STEP, baseline=baseline
+            policy_set, current, oracle_at(minute), now=FIXED_NOW + minute * STEP, baseline=baseline
         )
         decisions.append(decision)
         current = decision.state
@@ -837,7 +849,7 @@ def test_step_in_demand_changes_the_mix_within_a_window_and_settles(seed: int) -
     decisions = simulate(STABILITY, series, start=state(8))
 
     changed = changes(decisions)
-    times = [(d.state.last_change or 0) - NOW for d in changed]
+    times = [(d.state.last_change or 0) - FIXED_NOW for d in changed]
     assert [(d.action, d.previous, d.target) for d in changed] == [
         (Action.RAISE, 8, 24),
         (Action.RAISE, 24, 28),
@@ -877,7 +889,7 @@ def test_bursts_longer_than_the_window_change_the_mix_at_most_once_per_cooldown(
     ] * 8
     assert len(changed) <= MOST_CHANGES_A_DAY
     raises = [d.state.last_change for d in changed if d.action == Action.RAISE]
-    assert [(t or 0) - NOW for t in raises] == [(s + 10) * STEP for s in range(60, 1440, 180)]
+    assert [(t or 0) - FIXED_NOW for t in raises] == [(s + 10) * STEP for s in range(60, 1440, 180)]
     for before, after in itertools.pairwise(changed):
         if after.action == Action.LOWER:
             gap = (after.state.last_change or 0) - (before.state.last_change or 0)

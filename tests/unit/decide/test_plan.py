@@ -1,11 +1,12 @@
 """`plan_capacity`, the whole decision pass, on the example policy with generated Workloads.
 
-The clock is Friday 27 November 2026, 20:00 UTC: `vision-research`'s `cvpr-submission` is due
-at 07:59 the next morning (11 h 59 min away) and `nlp-eval`'s nightly cutoff is at 06:00. The
-"crunch" is 9 pending 8-GPU CVPR workloads of 3.75 h each: 270 GPU-hours on vision's 24
-GPUs of a100 (all spot, since the a100 floor of 16 is all production's reservation), which
-misses the cutoff with a risk near 0.7. Around it, `background` adds a seeded mix of pending,
-running and finished workloads for every project, as the controller would list them.
+The clock is fixed at Friday 27 November 2026, 20:00 UTC: `vision-research`'s yearly
+`cvpr-submission` (27 November, 23:59 Pacific) falls at 07:59 UTC the next morning (11 h 59 min
+away) and `nlp-eval`'s nightly cutoff is at 06:00. The "crunch" is 9 pending 8-GPU CVPR
+workloads of 3.75 h each: 270 GPU-hours on vision's 24 GPUs of a100 (all spot, since the a100
+floor of 16 is all production's reservation), which misses the cutoff with a risk near 0.7.
+Around it, `background` adds a seeded mix of pending, running and finished workloads for every
+project, as the controller would list them.
 
 Example pools: a100 (spot $1.29, on-demand $4.10, floor 16 = the reservation, warm 0..16) and
 h100 (spot $3.90, on-demand $12.29, floor 8 but 16 on-demand only for recsys-prod, warm 8..16).
@@ -32,7 +33,7 @@ from controller.render.capacity import spot_allowed
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 
-NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
+FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 EXAMPLE = load_path(EXAMPLE_DIR)
 NAMESPACES = {p.name: p.spec.namespaces[0] for p in EXAMPLE.projects}
@@ -72,10 +73,10 @@ def workload(
         queue=project,
         priority=0,
         gpus=gpus,
-        created=NOW - 2 * HOUR,
-        admitted_at=NOW - HOUR if admitted else None,
+        created=FIXED_NOW - 2 * HOUR,
+        admitted_at=FIXED_NOW - HOUR if admitted else None,
         finished=finished,
-        finished_at=NOW - 60 if finished else None,
+        finished_at=FIXED_NOW - 60 if finished else None,
         cluster_queue=project if admitted else None,
         flavors=(running_on,) if running_on else (),
         expected_duration=hours * HOUR if hours is not None else None,
@@ -119,7 +120,7 @@ def plan(
     workloads: Sequence[WorkloadView],
     *,
     policy_set: PolicySet = EXAMPLE,
-    now: float = NOW,
+    now: float = FIXED_NOW,
     seed: int = 0,
     claims: Sequence[NodeClaimView] = (),
     states: Any = None,
@@ -216,8 +217,8 @@ def claim(pool: str, *, ready: bool = True, deleting: bool = False) -> NodeClaim
     return NodeClaimView(
         pool=pool,
         capacity_type=names.SPOT,
-        created=NOW - HOUR,
-        ready_at=NOW - HOUR + 300 if ready else None,
+        created=FIXED_NOW - HOUR,
+        ready_at=FIXED_NOW - HOUR + 300 if ready else None,
         deleting=deleting,
     )
 
@@ -391,24 +392,24 @@ def test_states_carry_the_decision_over_passes() -> None:
     world = CRUNCH + background(3)
 
     first = plan(world)
-    second = plan(world, states=first.states, now=NOW + 600)
-    fresh = plan(world, now=NOW + 600)
-    third = plan(world, states=second.states, now=NOW + 660)
-    fourth = plan(world, states=third.states, now=NOW + 1200)
+    second = plan(world, states=first.states, now=FIXED_NOW + 600)
+    fresh = plan(world, now=FIXED_NOW + 600)
+    third = plan(world, states=second.states, now=FIXED_NOW + 660)
+    fourth = plan(world, states=third.states, now=FIXED_NOW + 1200)
 
     a100 = [{d.pool: d for d in p.decisions}["a100"] for p in (first, second, fresh, third, fourth)]
     assert (a100[0].action, a100[0].reason) == (Action.HOLD, Reason.EVALUATION_WINDOW)
-    assert a100[0].state.raise_since == NOW
+    assert a100[0].state.raise_since == FIXED_NOW
     # One window later the same episode raises: up one step of 16 from the floor of 16.
     assert a100[1].action == Action.RAISE
     assert (a100[1].previous, a100[1].target) == (16, 32)
-    assert a100[1].state.raise_since == NOW + 600  # the raise restarts the window
-    assert a100[1].state.last_change == NOW + 600
+    assert a100[1].state.raise_since == FIXED_NOW + 600  # the raise restarts the window
+    assert a100[1].state.last_change == FIXED_NOW + 600
     assert a100[1].state.assignments["vision-research"] == 16
     assert {m.pool: m.on_demand_gpus for m in second.rendered.mix}["a100"] == 32
     assert second.targets["a100"].assignments == {"vision-research": 16}
     # Without the state, the window starts over.
-    assert (a100[2].action, a100[2].state.raise_since) == (Action.HOLD, NOW + 600)
+    assert (a100[2].action, a100[2].state.raise_since) == (Action.HOLD, FIXED_NOW + 600)
     # A minute later, still at risk, it waits: the next step needs a window of its own.
     assert (a100[3].action, a100[3].reason, a100[3].target) == (
         Action.HOLD,
@@ -418,5 +419,5 @@ def test_states_carry_the_decision_over_passes() -> None:
     # A window after the raise it takes the next step: no share meets the target, so vision
     # gets its whole 24 (16 reserved + 24 = 40).
     assert (a100[4].action, a100[4].previous, a100[4].target) == (Action.RAISE, 32, 40)
-    assert a100[4].state.raise_since == NOW + 1200
+    assert a100[4].state.raise_since == FIXED_NOW + 1200
     assert a100[4].state.assignments == {"vision-research": 24}

@@ -23,13 +23,13 @@ from controller.kube.leader import (
     verdict,
 )
 
-NOW = datetime(2026, 11, 21, 13, 4, 5, 123456, tzinfo=UTC)
+FIXED_NOW = datetime(2026, 11, 21, 13, 4, 5, 123456, tzinfo=UTC)
 ME = "replica-a"
 OTHER = "replica-b"
 
 
 def ago(seconds: float) -> datetime:
-    return NOW - timedelta(seconds=seconds)
+    return FIXED_NOW - timedelta(seconds=seconds)
 
 
 def held_by(
@@ -69,40 +69,40 @@ VERDICTS = [
     ("record", "expected"), [v[1:] for v in VERDICTS], ids=[v[0] for v in VERDICTS]
 )
 def test_verdict(record: LeaseRecord, expected: Verdict) -> None:
-    assert verdict(record, identity=ME, now=NOW) is expected
+    assert verdict(record, identity=ME, now=FIXED_NOW) is expected
 
 
 NEXT_RECORDS: list[tuple[str, LeaseRecord | None, LeaseRecord | None]] = [
     (
         "missing lease: we create it, no transition yet",
         None,
-        LeaseRecord(ME, 10, NOW, NOW, 0),
+        LeaseRecord(ME, 10, FIXED_NOW, FIXED_NOW, 0),
     ),
     ("held by another: nothing to write", held_by(OTHER, renewed=1), None),
     (
         "renewal keeps acquireTime and transitions",
         held_by(ME, renewed=2),
-        LeaseRecord(ME, 10, ago(100), NOW, 3),
+        LeaseRecord(ME, 10, ago(100), FIXED_NOW, 3),
     ),
     (
         "renewal of a record without acquireTime fills it in",
         LeaseRecord(ME, 15, None, ago(2), 3),
-        LeaseRecord(ME, 10, NOW, NOW, 3),
+        LeaseRecord(ME, 10, FIXED_NOW, FIXED_NOW, 3),
     ),
     (
         "takeover of an expired lease counts a transition",
         held_by(OTHER, renewed=16),
-        LeaseRecord(ME, 10, NOW, NOW, 4),
+        LeaseRecord(ME, 10, FIXED_NOW, FIXED_NOW, 4),
     ),
     (
         "takeover of a released lease counts a transition",
         released_record(held_by(OTHER, renewed=0), now=ago(0.1)),
-        LeaseRecord(ME, 10, NOW, NOW, 4),
+        LeaseRecord(ME, 10, FIXED_NOW, FIXED_NOW, 4),
     ),
     (
         "takeover of an empty record",
         LeaseRecord(),
-        LeaseRecord(ME, 10, NOW, NOW, 1),
+        LeaseRecord(ME, 10, FIXED_NOW, FIXED_NOW, 1),
     ),
 ]
 
@@ -111,13 +111,13 @@ NEXT_RECORDS: list[tuple[str, LeaseRecord | None, LeaseRecord | None]] = [
     ("record", "expected"), [n[1:] for n in NEXT_RECORDS], ids=[n[0] for n in NEXT_RECORDS]
 )
 def test_next_record(record: LeaseRecord | None, expected: LeaseRecord | None) -> None:
-    assert next_record(record, identity=ME, now=NOW, lease_duration_seconds=10) == expected
+    assert next_record(record, identity=ME, now=FIXED_NOW, lease_duration_seconds=10) == expected
 
 
 def test_a_released_record_names_no_holder_and_keeps_the_transition_count() -> None:
-    released = released_record(held_by(ME, renewed=1, transitions=7), now=NOW)
-    assert released == LeaseRecord("", 1, NOW, NOW, 7)
-    assert verdict(released, identity=OTHER, now=NOW) is Verdict.ACQUIRE
+    released = released_record(held_by(ME, renewed=1, transitions=7), now=FIXED_NOW)
+    assert released == LeaseRecord("", 1, FIXED_NOW, FIXED_NOW, 7)
+    assert verdict(released, identity=OTHER, now=FIXED_NOW) is Verdict.ACQUIRE
 
 
 # ---------------------------------------------------------------------- wire format
@@ -144,16 +144,16 @@ def test_a_malformed_spec_reads_as_an_expired_lease() -> None:
         }
     )
     assert record == LeaseRecord(holder_identity=OTHER)
-    assert verdict(record, identity=ME, now=NOW) is Verdict.ACQUIRE
+    assert verdict(record, identity=ME, now=FIXED_NOW) is Verdict.ACQUIRE
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("2026-11-21T13:04:05.123456Z", NOW),
-        ("2026-11-21T13:04:05Z", NOW.replace(microsecond=0)),
-        ("2026-11-21T15:04:05.123456+02:00", NOW),
-        ("2026-11-21T13:04:05.123456", NOW),
+        ("2026-11-21T13:04:05.123456Z", FIXED_NOW),
+        ("2026-11-21T13:04:05Z", FIXED_NOW.replace(microsecond=0)),
+        ("2026-11-21T15:04:05.123456+02:00", FIXED_NOW),
+        ("2026-11-21T13:04:05.123456", FIXED_NOW),
         ("", None),
         ("not a time", None),
         (None, None),
@@ -165,12 +165,12 @@ def test_parse_microtime(text: object, expected: datetime | None) -> None:
 
 
 def test_format_microtime_is_utc_with_six_digits() -> None:
-    assert format_microtime(NOW) == "2026-11-21T13:04:05.123456Z"
-    assert format_microtime(NOW.replace(microsecond=0)) == "2026-11-21T13:04:05.000000Z"
-    plus_two = NOW.astimezone(timezone(timedelta(hours=2)))
+    assert format_microtime(FIXED_NOW) == "2026-11-21T13:04:05.123456Z"
+    assert format_microtime(FIXED_NOW.replace(microsecond=0)) == "2026-11-21T13:04:05.000000Z"
+    plus_two = FIXED_NOW.astimezone(timezone(timedelta(hours=2)))
     assert format_microtime(plus_two) == "2026-11-21T13:04:05.123456Z"
     with pytest.raises(ValueError, match="timezone"):
-        format_microtime(NOW.replace(tzinfo=None))
+        format_microtime(FIXED_NOW.replace(tzinfo=None))
 
 
 # ---------------------------------------------------------------------- the elector loop
@@ -234,7 +234,7 @@ class Clocks:
         return self.now
 
     def wall(self) -> datetime:
-        return NOW + timedelta(seconds=self.now - 1000.0)
+        return FIXED_NOW + timedelta(seconds=self.now - 1000.0)
 
     def advance(self, seconds: float) -> None:
         self.now += seconds

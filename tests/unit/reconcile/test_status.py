@@ -7,7 +7,7 @@ and see everything else.
 
 The policy: pools a100 (floor 8, ceiling 64) and h100 (floor 8, ceiling 32); `vision` holds 32
 GPUs of a100, `nlp` 16 of a100 and 8 of h100, so a100 has 48 GPUs under the mix and h100 8.
-NOW is 2027-01-15T08:00:00Z.
+FIXED_NOW is 2027-01-15T08:00:00Z.
 
 Cases marked `KNOWN_BUG` assert the behaviour we want but do not have yet; they are strict
 xfails, so fixing the bug makes them fail until the mark is removed.
@@ -37,7 +37,7 @@ from controller.render.desired import render
 from tests.builders import policy_doc, pool_doc, project_doc
 
 Doc = dict[str, Any]
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 STAMP = "2027-01-15T08:00:00Z"
 
 POLICY_SET = load_policy_set(
@@ -73,7 +73,9 @@ POLICY_SET = load_policy_set(
     ]
 )
 BASE_PLAN = plan_capacity(
-    Observation(POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=NOW)
+    Observation(
+        POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
+    )
 )
 
 
@@ -127,11 +129,11 @@ RAISED = PoolState(
     "a100",
     24,
     {"vision": 16, "nlp": 4},
-    raise_since=NOW - 600,
-    last_change=NOW,
+    raise_since=FIXED_NOW - 600,
+    last_change=FIXED_NOW,
     deferred_tiers=("research",),
 )
-COOLING = PoolState("h100", 8, lower_since=NOW - 120)
+COOLING = PoolState("h100", 8, lower_since=FIXED_NOW - 120)
 
 
 # ------------------------------------------------------------------ pool state round trip
@@ -154,7 +156,13 @@ COOLING = PoolState("h100", 8, lower_since=NOW - 120)
         pytest.param(
             (
                 decision(
-                    PoolState("a100", 40, {"vision": 32}, lower_since=NOW - 3600, last_change=NOW),
+                    PoolState(
+                        "a100",
+                        40,
+                        {"vision": 32},
+                        lower_since=FIXED_NOW - 3600,
+                        last_change=FIXED_NOW,
+                    ),
                     Action.LOWER,
                     Reason.RISK_CLEARED,
                     previous=48,
@@ -165,7 +173,7 @@ COOLING = PoolState("h100", 8, lower_since=NOW - 120)
     ],
 )
 def test_pool_states_read_back_what_was_written(decisions: tuple[Decision, ...]) -> None:
-    entries = pool_status_entries(plan_of(*decisions), live([]), now=NOW)
+    entries = pool_status_entries(plan_of(*decisions), live([]), now=FIXED_NOW)
 
     assert pool_states(live(entries)) == {d.pool: d.state for d in decisions}
 
@@ -177,7 +185,7 @@ def test_pool_status_entry_fields() -> None:
         warm={"a100": 6, "h100": 0},
     )
 
-    a100, h100 = pool_status_entries(plan, live([]), now=NOW)
+    a100, h100 = pool_status_entries(plan, live([]), now=FIXED_NOW)
 
     assert a100 == {
         "pool": "a100",
@@ -256,7 +264,7 @@ EARLIER = {"time": "2027-01-15T06:00:00Z", "action": "Raise", "reason": "X", "me
             id="a steady hold keeps the last real decision",
         ),
         pytest.param(
-            decision(PoolState("a100", 24, raise_since=NOW), reason=Reason.EVALUATION_WINDOW),
+            decision(PoolState("a100", 24, raise_since=FIXED_NOW), reason=Reason.EVALUATION_WINDOW),
             EARLIER,
             EARLIER,
             id="a hold inside the evaluation window keeps it too",
@@ -291,18 +299,20 @@ EARLIER = {"time": "2027-01-15T06:00:00Z", "action": "Raise", "reason": "X", "me
 def test_last_decision(made: Decision, previous: Doc | None, want_last: Doc | None) -> None:
     before = live([{"pool": "a100", **({"lastDecision": previous} if previous else {})}])
 
-    (entry,) = pool_status_entries(plan_of(made), before, now=NOW)
+    (entry,) = pool_status_entries(plan_of(made), before, now=FIXED_NOW)
 
     assert entry.get("lastDecision") == want_last
 
 
 def test_a_steady_hold_writes_no_new_policy_status() -> None:
-    held = decision(PoolState("a100", 24, lower_since=NOW - 7200, last_change=NOW - 9000))
+    held = decision(
+        PoolState("a100", 24, lower_since=FIXED_NOW - 7200, last_change=FIXED_NOW - 9000)
+    )
     first = pool_status_entries(
-        plan_of(held), live([{"pool": "a100", "lastDecision": EARLIER}]), now=NOW
+        plan_of(held), live([{"pool": "a100", "lastDecision": EARLIER}]), now=FIXED_NOW
     )
 
-    again = pool_status_entries(plan_of(held), live(first), now=NOW + 60)
+    again = pool_status_entries(plan_of(held), live(first), now=FIXED_NOW + 60)
 
     assert again == first
     assert not status_changed(live(first), {"pools": again})
@@ -329,9 +339,9 @@ def test_a_steady_hold_writes_no_new_policy_status() -> None:
     ],
 )
 def test_an_unchanging_hold_writes_status_once(made: Decision) -> None:
-    first = pool_status_entries(plan_of(made), live([]), now=NOW)
+    first = pool_status_entries(plan_of(made), live([]), now=FIXED_NOW)
 
-    again = pool_status_entries(plan_of(made), live(first), now=NOW + 60)
+    again = pool_status_entries(plan_of(made), live(first), now=FIXED_NOW + 60)
 
     assert not status_changed(live(first), {"pools": again})
 
@@ -341,16 +351,17 @@ def test_project_last_decision() -> None:
     steady = decision(RAISED)
     before = {"status": {"lastDecision": EARLIER}}
 
-    assert project_capacity_status(plan_of(raised), "vision", before, now=NOW)["lastDecision"] == {
+    def status(made: Decision, live: dict[str, Any]) -> dict[str, Any]:
+        return project_capacity_status(plan_of(made), "vision", live, now=FIXED_NOW)
+
+    assert status(raised, before)["lastDecision"] == {
         "time": STAMP,
         "action": "Raise",
         "reason": "RiskAboveThreshold",
         "message": "up",
     }
-    assert project_capacity_status(plan_of(steady), "vision", before, now=NOW)["lastDecision"] == (
-        EARLIER
-    )
-    assert "lastDecision" not in project_capacity_status(plan_of(steady), "vision", {}, now=NOW)
+    assert status(steady, before)["lastDecision"] == EARLIER
+    assert "lastDecision" not in status(steady, {})
 
 
 # -------------------------------------------------------------------------- format_duration

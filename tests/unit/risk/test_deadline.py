@@ -36,7 +36,7 @@ from controller.risk.deadline import (
     estimate_many,
 )
 
-NOW = 1_800_000_000.0
+FIXED_NOW = 1_800_000_000.0
 """Epoch seconds in January 2027: the magnitude the controller really works at."""
 HOUR = 3600.0
 INF = float("inf")
@@ -154,10 +154,10 @@ EXACT = [
 def test_exact_runtimes_give_risk_0_after_the_fluid_finish_and_1_before_it(
     jobs: tuple[Job, ...], capacity: Capacity, want_finish: float
 ) -> None:
-    met = estimate(Problem(jobs, capacity, NOW + want_finish + 1), now=NOW)
-    missed = estimate(Problem(jobs, capacity, NOW + want_finish - 1), now=NOW)
+    met = estimate(Problem(jobs, capacity, FIXED_NOW + want_finish + 1), now=FIXED_NOW)
+    missed = estimate(Problem(jobs, capacity, FIXED_NOW + want_finish - 1), now=FIXED_NOW)
     assert (met.risk, missed.risk) == (0.0, 1.0)
-    assert met.p50_finish == pytest.approx(NOW + want_finish, abs=0.01)
+    assert met.p50_finish == pytest.approx(FIXED_NOW + want_finish, abs=0.01)
     assert met.p90_finish == met.p50_finish
     assert met.slack_seconds == pytest.approx(1.0, abs=0.01)
     assert missed.slack_seconds == pytest.approx(-1.0, abs=0.01)
@@ -189,9 +189,9 @@ def test_exact_runtimes_give_risk_0_after_the_fluid_finish_and_1_before_it(
 def test_work_that_never_finishes_is_reported_at_the_horizon_finite(
     jobs: tuple[Job, ...], capacity: Capacity, want_startable: bool
 ) -> None:
-    got = estimate(Problem(jobs, capacity, NOW + 1000 * HOUR), now=NOW)
+    got = estimate(Problem(jobs, capacity, FIXED_NOW + 1000 * HOUR), now=FIXED_NOW)
     assert got.risk == 1.0
-    assert got.p50_finish == got.p90_finish == NOW + HORIZON_SECONDS
+    assert got.p50_finish == got.p90_finish == FIXED_NOW + HORIZON_SECONDS
     assert got.slack_seconds == 1000 * HOUR - HORIZON_SECONDS
     assert math.isfinite(got.slack_seconds)
     assert got.startable is want_startable
@@ -212,30 +212,30 @@ def test_a_pod_set_as_wide_as_its_flavor_starts_whatever_spot_delivers(
     capacity = Capacity(
         0, 8, spot_availability=availability, interruptions_per_node_hour=0.0, widest_gpus=widest
     )
-    got = estimate(Problem((exact(8, 1),), capacity, NOW + 100 * HOUR), now=NOW)
+    got = estimate(Problem((exact(8, 1),), capacity, FIXED_NOW + 100 * HOUR), now=FIXED_NOW)
     assert got.startable
     assert got.risk == 0.0
-    assert got.p90_finish < NOW + 100 * HOUR
+    assert got.p90_finish < FIXED_NOW + 100 * HOUR
     assert math.isfinite(got.slack_seconds) and got.slack_seconds > 0
 
 
 @pytest.mark.parametrize(
     ("jobs", "deadline"),
     [
-        pytest.param((), NOW + HOUR, id="no jobs at all, deadline in an hour"),
+        pytest.param((), FIXED_NOW + HOUR, id="no jobs at all, deadline in an hour"),
         pytest.param(
             (exact(8, 5, running=True, counts=False), exact(64, 1, counts=False)),
-            NOW + HOUR,
+            FIXED_NOW + HOUR,
             id="only jobs that do not count, one of them too wide, deadline in an hour",
         ),
         pytest.param(
             (),
-            NOW - HOUR,
+            FIXED_NOW - HOUR,
             id="no jobs at all, deadline passed an hour ago",
         ),
         pytest.param(
             (exact(8, 5, running=True, counts=False),),
-            NOW - HOUR,
+            FIXED_NOW - HOUR,
             id="only a job that does not count, deadline passed an hour ago",
         ),
     ],
@@ -243,7 +243,7 @@ def test_a_pod_set_as_wide_as_its_flavor_starts_whatever_spot_delivers(
 def test_a_deadline_with_no_counted_jobs_has_no_risk(
     jobs: tuple[Job, ...], deadline: float
 ) -> None:
-    assert estimate(Problem(jobs, on_demand(8), deadline), now=NOW).risk == 0.0
+    assert estimate(Problem(jobs, on_demand(8), deadline), now=FIXED_NOW).risk == 0.0
 
 
 # ----------------------------------------------------------------- analytical probabilities
@@ -271,8 +271,10 @@ def test_one_log_normal_job_misses_with_the_analytical_probability(
     mu = log(mean) - sigma**2 / 2
     want_risk = 1 - normal_cdf((log(deadline_hours * HOUR) - mu) / sigma)
     job = Job(8, mean, sigma=sigma, running=True)
-    problem = Problem((job,), on_demand(64), NOW + deadline_hours * HOUR)
-    assert estimate(problem, now=NOW, samples=20_000).risk == pytest.approx(want_risk, abs=0.03)
+    problem = Problem((job,), on_demand(64), FIXED_NOW + deadline_hours * HOUR)
+    assert estimate(problem, now=FIXED_NOW, samples=20_000).risk == pytest.approx(
+        want_risk, abs=0.03
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,8 +310,10 @@ def test_spot_delivery_misses_with_the_probability_of_the_beta_distribution(
     threshold = 8 / (16 * deadline_hours)
     alpha, beta = availability * concentration, (1 - availability) * concentration
     want_risk = beta_cdf(threshold, alpha, beta)
-    problem = Problem(jobs, capacity, NOW + deadline_hours * HOUR)
-    assert estimate(problem, now=NOW, samples=20_000).risk == pytest.approx(want_risk, abs=0.03)
+    problem = Problem(jobs, capacity, FIXED_NOW + deadline_hours * HOUR)
+    assert estimate(problem, now=FIXED_NOW, samples=20_000).risk == pytest.approx(
+        want_risk, abs=0.03
+    )
 
 
 # ----------------------------------------------------------------- monotone over the same samples
@@ -318,18 +322,20 @@ CHECKPOINTS = [600.0, 1800.0, 3600.0, 2 * HOUR, 4 * HOUR, 8 * HOUR]
 
 SWEEPS = [
     pytest.param(
-        [Problem(MIXED, Capacity(od, 32), NOW + 14 * HOUR) for od in range(64, -1, -8)],
+        [Problem(MIXED, Capacity(od, 32), FIXED_NOW + 14 * HOUR) for od in range(64, -1, -8)],
         id="risk rises as on-demand falls from 64 to 0 GPUs beside 32 spot GPUs",
     ),
     pytest.param(
         [
-            Problem(MIXED, Capacity(64 - s, s, interruptions_per_node_hour=0.3), NOW + 12 * HOUR)
+            Problem(
+                MIXED, Capacity(64 - s, s, interruptions_per_node_hour=0.3), FIXED_NOW + 12 * HOUR
+            )
             for s in range(0, 65, 8)
         ],
         id="risk rises as the spot share of a 64-GPU quota rises from 0 to all, interruptions on",
     ),
     pytest.param(
-        [Problem(MIXED, Capacity(32, 32), NOW + h * HOUR) for h in range(30, 0, -2)],
+        [Problem(MIXED, Capacity(32, 32), FIXED_NOW + h * HOUR) for h in range(30, 0, -2)],
         id="risk rises as the deadline nears from 30 h to 2 h away",
     ),
     pytest.param(
@@ -337,7 +343,7 @@ SWEEPS = [
             Problem(
                 with_checkpoint(MIXED, c),
                 Capacity(16, 48, interruptions_per_node_hour=0.2),
-                NOW + 14 * HOUR,
+                FIXED_NOW + 14 * HOUR,
             )
             for c in CHECKPOINTS
         ],
@@ -349,7 +355,7 @@ SWEEPS = [
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_risk_never_falls_along_a_sweep_with_the_same_seed(sweep: list[Problem], seed: int) -> None:
-    risks = [estimate(p, now=NOW, samples=1000, seed=seed).risk for p in sweep]
+    risks = [estimate(p, now=FIXED_NOW, samples=1000, seed=seed).risk for p in sweep]
     assert all(a <= b for a, b in itertools.pairwise(risks)), risks
     assert risks[-1] - risks[0] > 0.3, risks  # the sweep spans a real change in risk
 
@@ -371,7 +377,7 @@ def test_without_interruptions_the_checkpoint_interval_does_not_matter(
     capacity: Capacity,
 ) -> None:
     got = {
-        estimate(Problem(with_checkpoint(MIXED, c), capacity, NOW + 14 * HOUR), now=NOW)
+        estimate(Problem(with_checkpoint(MIXED, c), capacity, FIXED_NOW + 14 * HOUR), now=FIXED_NOW)
         for c in CHECKPOINTS
     }
     assert len(got) == 1, got
@@ -380,13 +386,13 @@ def test_without_interruptions_the_checkpoint_interval_does_not_matter(
 # ----------------------------------------------------------------- reproducibility and shape
 
 PROBLEMS = [
-    pytest.param(Problem(MIXED, Capacity(32, 32), NOW + 12 * HOUR), id="mixed jobs on a mix"),
+    pytest.param(Problem(MIXED, Capacity(32, 32), FIXED_NOW + 12 * HOUR), id="mixed jobs on a mix"),
     pytest.param(
-        Problem((Job(8, 10 * HOUR, sigma=0.8, running=True),), on_demand(8), NOW + 10 * HOUR),
+        Problem((Job(8, 10 * HOUR, sigma=0.8, running=True),), on_demand(8), FIXED_NOW + 10 * HOUR),
         id="one very uncertain job on on-demand GPUs",
     ),
     pytest.param(
-        Problem(MIXED, Capacity(0, 64, interruptions_per_node_hour=0.5), NOW + 30 * HOUR),
+        Problem(MIXED, Capacity(0, 64, interruptions_per_node_hour=0.5), FIXED_NOW + 30 * HOUR),
         id="mixed jobs on spot only, often interrupted",
     ),
 ]
@@ -396,9 +402,9 @@ PROBLEMS = [
 def test_the_same_seed_gives_the_same_estimate_and_another_seed_another(
     problem: Problem,
 ) -> None:
-    first = estimate(problem, now=NOW, seed=11)
-    assert estimate(problem, now=NOW, seed=11) == first
-    assert estimate(problem, now=NOW, seed=12) != first
+    first = estimate(problem, now=FIXED_NOW, seed=11)
+    assert estimate(problem, now=FIXED_NOW, seed=11) == first
+    assert estimate(problem, now=FIXED_NOW, seed=12) != first
 
 
 @pytest.mark.parametrize(
@@ -406,43 +412,45 @@ def test_the_same_seed_gives_the_same_estimate_and_another_seed_another(
     [
         *PROBLEMS,
         pytest.param(
-            Problem((exact(8, 3, running=True),), on_demand(8), NOW + HOUR),
+            Problem((exact(8, 3, running=True),), on_demand(8), FIXED_NOW + HOUR),
             id="an exact job that will be 2 h late",
         ),
     ],
 )
 def test_p50_is_before_p90_and_slack_is_the_deadline_minus_p50(problem: Problem) -> None:
-    got = estimate(problem, now=NOW)
-    assert NOW < got.p50_finish <= got.p90_finish < INF
+    got = estimate(problem, now=FIXED_NOW)
+    assert FIXED_NOW < got.p50_finish <= got.p90_finish < INF
     assert got.slack_seconds == pytest.approx(problem.deadline - got.p50_finish, abs=1e-3)
 
 
 def test_p90_is_strictly_later_than_p50_when_runtimes_vary() -> None:
-    got = estimate(Problem(MIXED, Capacity(32, 32), NOW + 12 * HOUR), now=NOW)
+    got = estimate(Problem(MIXED, Capacity(32, 32), FIXED_NOW + 12 * HOUR), now=FIXED_NOW)
     assert got.p90_finish - got.p50_finish > 0.5 * HOUR
 
 
 MIXED_BATCH_EXACT = [
-    Problem((), on_demand(8), NOW + HOUR),
-    Problem((exact(8, 2, running=True),), on_demand(8), NOW + 2 * HOUR + 1),
-    Problem((exact(16, 1, running=True),), on_demand(8), NOW + 5 * HOUR),
+    Problem((), on_demand(8), FIXED_NOW + HOUR),
+    Problem((exact(8, 2, running=True),), on_demand(8), FIXED_NOW + 2 * HOUR + 1),
+    Problem((exact(16, 1, running=True),), on_demand(8), FIXED_NOW + 5 * HOUR),
     Problem(
         tuple(exact(8, 1, running=j < 2, counts=j % 3 != 2) for j in range(8)),
         on_demand(16, latency=600),
-        NOW + 4 * HOUR + 599,
+        FIXED_NOW + 4 * HOUR + 599,
     ),
-    Problem((exact(1, 0.25, running=True), exact(2, 0.5)), on_demand(4), NOW + 0.5 * HOUR - 1),
+    Problem(
+        (exact(1, 0.25, running=True), exact(2, 0.5)), on_demand(4), FIXED_NOW + 0.5 * HOUR - 1
+    ),
     Problem(
         (exact(16, 1, running=True), exact(16, 1)),
         Capacity(8, 8, spot_availability=1.0, interruptions_per_node_hour=0.0),
-        NOW + 3 * HOUR,
+        FIXED_NOW + 3 * HOUR,
     ),
 ]
 MIXED_BATCH = [
     *MIXED_BATCH_EXACT,
-    Problem(MIXED, Capacity(32, 32), NOW + 12 * HOUR),
-    Problem(MIXED[:2], Capacity(0, 48, interruptions_per_node_hour=0.3), NOW + 6 * HOUR),
-    Problem((Job(8, 10 * HOUR, sigma=0.8, running=True),), on_demand(8), NOW + 10 * HOUR),
+    Problem(MIXED, Capacity(32, 32), FIXED_NOW + 12 * HOUR),
+    Problem(MIXED[:2], Capacity(0, 48, interruptions_per_node_hour=0.3), FIXED_NOW + 6 * HOUR),
+    Problem((Job(8, 10 * HOUR, sigma=0.8, running=True),), on_demand(8), FIXED_NOW + 10 * HOUR),
 ]
 
 
@@ -460,11 +468,11 @@ MIXED_BATCH = [
     ],
 )
 def test_estimate_many_equals_estimate_of_each_problem(problems: list[Problem]) -> None:
-    assert estimate_many(problems, now=NOW) == [estimate(p, now=NOW) for p in problems]
+    assert estimate_many(problems, now=FIXED_NOW) == [estimate(p, now=FIXED_NOW) for p in problems]
 
 
 def test_estimate_many_of_nothing_is_nothing() -> None:
-    assert estimate_many([], now=NOW) == []
+    assert estimate_many([], now=FIXED_NOW) == []
 
 
 @pytest.mark.parametrize(
@@ -478,7 +486,7 @@ def test_estimate_many_of_nothing_is_nothing() -> None:
 )
 def test_absolute_times_keep_second_precision_at_epoch_magnitudes(hours: float) -> None:
     """float32 holds 1.8e9 only to 128 s: absolute times must stay in float64."""
-    now = NOW + 0.25
+    now = FIXED_NOW + 0.25
     runtime = hours * HOUR
     jobs = (exact(8, hours, running=True),)
     met = estimate(Problem(jobs, on_demand(8), now + runtime + 1), now=now)
@@ -524,7 +532,7 @@ POISSON_HANG = (
             Problem(
                 (exact(128, 200, running=True),),
                 Capacity(0, 128, spot_availability=1.0),
-                NOW + 400 * HOUR,
+                FIXED_NOW + 400 * HOUR,
             ),
             0,
             (200, 400),
@@ -534,7 +542,7 @@ POISSON_HANG = (
             Problem(
                 (exact(8, 20, running=True),),
                 Capacity(0, 8, spot_availability=1.0),
-                NOW + 40 * HOUR,
+                FIXED_NOW + 40 * HOUR,
             ),
             6923,
             (20, 40),
@@ -544,7 +552,7 @@ POISSON_HANG = (
             Problem(
                 (exact(8, 20, running=True),),
                 Capacity(0, 8, spot_availability=1.0),
-                NOW + 40 * HOUR,
+                FIXED_NOW + 40 * HOUR,
             ),
             0,
             (20, 40),
@@ -556,15 +564,15 @@ def test_estimates_with_many_expected_interruptions_finish(
     problem: Problem, seed: int, want_p50_hours: tuple[float, float]
 ) -> None:
     with time_limit(2.0):
-        got = estimate(problem, now=NOW, seed=seed)
+        got = estimate(problem, now=FIXED_NOW, seed=seed)
     low, high = want_p50_hours
-    assert NOW + low * HOUR < got.p50_finish < NOW + high * HOUR
+    assert FIXED_NOW + low * HOUR < got.p50_finish < FIXED_NOW + high * HOUR
 
 
 def test_a_running_job_wider_than_the_capacity_still_finishes() -> None:
     """It already holds its nodes: a shrunken quota slows what queues behind it, not it."""
     result = estimate(
-        Problem((exact(16, 1, running=True),), on_demand(8), NOW + 10 * 3600), now=NOW
+        Problem((exact(16, 1, running=True),), on_demand(8), FIXED_NOW + 10 * 3600), now=FIXED_NOW
     )
     assert result.risk == 0.0
-    assert result.p50_finish < NOW + 10 * 3600
+    assert result.p50_finish < FIXED_NOW + 10 * 3600

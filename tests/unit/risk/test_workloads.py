@@ -9,7 +9,7 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -33,13 +33,17 @@ def KNOWN_BUG(  # noqa: N802 - reads as a marker
     return pytest.mark.xfail(reason=reason, strict=True, raises=raises)
 
 
+FIXED_DAY = datetime(2026, 11, 21, tzinfo=UTC)
+"""The day every time below falls on: parsing is the subject, the clock is never read."""
+
+
 def at(hour: int, minute: int = 0) -> str:
-    """An RFC 3339 time on 21 November 2026, as the API server writes it."""
-    return f"2026-11-21T{hour:02d}:{minute:02d}:00Z"
+    """An RFC 3339 time on FIXED_DAY, as the API server writes it."""
+    return (FIXED_DAY + timedelta(hours=hour, minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch(hour: int, minute: int = 0) -> float:
-    return datetime(2026, 11, 21, hour, minute, tzinfo=UTC).timestamp()
+    return (FIXED_DAY + timedelta(hours=hour, minutes=minute)).timestamp()
 
 
 def container(
