@@ -1,12 +1,15 @@
 """The `quartermaster` command: validate, render and plan policies from Git; run the controller.
 
-`validate` is what a GitOps repository runs in CI before merging a policy change; `render` shows
-(or writes, for review) the exact Kueue, Karpenter and KEDA objects a policy produces; `plan`
-compares them with a live cluster without writing; `run` is the controller. The policy commands
-use the bundled example policy when no `-f` is given, so a newcomer sees real output at once.
+`validate` is what a GitOps repository runs in CI before merging a policy change: errors fail
+it, warnings (a one-off deadline already past) are printed and do not; `render` shows (or
+writes, as one file or one file per object in a directory, for review) the exact Kueue,
+Karpenter and KEDA objects a policy produces; `plan` compares them with a live cluster without
+writing; `run` is the controller. The policy commands use the bundled example policy when no
+`-f` is given, so a newcomer sees real output at once.
 
-Exit codes: 0 success (for `plan`: nothing would change), 1 the policy is invalid or the
-cluster cannot be read, 2 the command line is wrong (for `plan`: something would change).
+Exit codes: 0 success (for `plan`: nothing would change), 1 the policy is invalid, the cluster
+cannot be read or the output cannot be written, 2 the command line is wrong (for `plan`:
+something would change).
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
+
+import yaml
 
 from controller import __version__, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
+from controller.api.semantics import policy_warnings
 from controller.examples import EXAMPLE_DIR
 from controller.explain import format_explanation, relevant_events
 from controller.health import HealthServer
@@ -32,11 +39,12 @@ from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
+from controller.render.capacity import clamped_targets
 from controller.render.desired import render
 from controller.sim import run as sim_run
 from controller.sim.engine import BASELINES
 from controller.sim.trace import parse_window
-from controller.yamlio import dump_documents
+from controller.yamlio import dump_documents, dump_per_object
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -84,16 +92,76 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _rendered_by_us(path: Path) -> bool:
+    """Whether `path` holds one object an earlier `render -o DIR` wrote (our managed-by label)."""
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        return False
+    labels = (docs[0].get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, dict) and labels.get(names.LABEL_MANAGED_BY) == (
+        names.MANAGED_BY_VALUE
+    )
+
+
+def _write_directory(directory: Path, files: Mapping[str, str]) -> tuple[int, int]:
+    """Write one file per object; remove the files of objects an earlier render wrote that
+    this one no longer has, so the directory mirrors the desired set for GitOps. Files that
+    are not ours are left alone. Returns (files changed, files removed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = 0
+    for name, text in files.items():
+        target = directory / name
+        if target.is_file() and target.read_bytes() == text.encode("utf-8"):
+            continue  # unchanged: keep its timestamp for make and for Git
+        _write_atomically(target, text)
+        changed += 1
+    stale = [
+        p
+        for p in sorted(directory.glob("*.yaml"))
+        if p.name not in files and p.is_file() and _rendered_by_us(p)
+    ]
+    for path in stale:
+        path.unlink()
+    return changed, len(stale)
+
+
+def _os_reason(exc: OSError) -> str:
+    """Why a write failed, in words: `mkdir` of a path that is a file says "File exists"."""
+    if isinstance(exc, FileExistsError | NotADirectoryError) and exc.filename:
+        path = Path(exc.filename)
+        blocking = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        return f"{blocking} is a file, not a directory"
+    reason = exc.strerror or str(exc)
+    if not exc.filename:
+        return reason
+    where = Path(exc.filename)
+    if where.name.startswith("."):  # our temporary file: name the directory it was to go in
+        where = where.parent
+    return f"{where}: {reason}"
+
+
+def _is_directory_target(output: str) -> bool:
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
+
+
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = _policy_path(args.filename)
     policy_set = _load(path, err)
     if policy_set is None:
         return EXIT_INVALID
+    warnings = policy_warnings(policy_set, now=args.now())
+    for warning in warnings:
+        print(warning, file=err)
     pools = len(policy_set.policy.spec.pools)
+    count = len(warnings)
     print(
         f"{path}: valid: CapacityPolicy {policy_set.policy.name} "
         f"({len(policy_set.policy.spec.tiers)} tiers, {pools} pools), "
-        f"{len(policy_set.projects)} TrainingProjects",
+        f"{len(policy_set.projects)} TrainingProjects"
+        + (f"; {count} warning{'s' if count != 1 else ''}" if count else ""),
         file=out,
     )
     return EXIT_OK
@@ -113,16 +181,36 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if unknown:
         print(f"--on-demand: unknown pool(s) {', '.join(unknown)}", file=err)
         return EXIT_USAGE
-    rendered = render(policy_set, on_demand_gpus=targets or None, namespace=args.namespace)
-    text = dump_documents(rendered.objects)
-    if args.output in (None, "-"):
-        out.write(text)
-    else:
-        _write_atomically(Path(args.output), text)
-        mix = ", ".join(
-            f"{m.pool} {m.on_demand_gpus} on-demand/{m.spot_gpus} spot" for m in rendered.mix
+    for clamp in clamped_targets(policy_set, targets):
+        print(
+            f"--on-demand {clamp.pool}={clamp.asked}: rendering {clamp.used} on-demand GPUs "
+            f"instead: {clamp.reason}",
+            file=err,
         )
-        print(f"wrote {len(rendered.objects)} objects to {args.output} ({mix})", file=err)
+    rendered = render(policy_set, on_demand_gpus=targets or None, namespace=args.namespace)
+    if args.output in (None, "-"):
+        out.write(dump_documents(rendered.objects))
+        return EXIT_OK
+    mix = ", ".join(
+        f"{m.pool} {m.on_demand_gpus} on-demand/{m.spot_gpus} spot" for m in rendered.mix
+    )
+    target = Path(args.output)
+    try:
+        if _is_directory_target(args.output):
+            files = dump_per_object(rendered.objects)
+            changed, removed = _write_directory(target, files)
+            summary = (
+                f"wrote {len(files)} objects to {target}/, one file each: {changed} written, "
+                f"{len(files) - changed} unchanged"
+                + (f", {removed} of an earlier render removed" if removed else "")
+            )
+        else:
+            _write_atomically(target, dump_documents(rendered.objects))
+            summary = f"wrote {len(rendered.objects)} objects to {target}"
+    except OSError as exc:
+        print(f"render: cannot write {target}: {_os_reason(exc)}", file=err)
+        return EXIT_INVALID
+    print(f"{summary} ({mix})", file=err)
     return EXIT_OK
 
 
@@ -288,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     render_cmd = commands.add_parser("render", help="print the objects a policy produces")
     policy_argument(render_cmd)
-    render_cmd.add_argument("-o", "--output", metavar="FILE", help="write YAML here (default -)")
+    render_cmd.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE|DIR/",
+        help="write YAML to FILE (default -), or one file per object into a directory",
+    )
     render_cmd.add_argument(
         "--namespace",
         default=names.DEFAULT_NAMESPACE,
@@ -400,10 +493,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 def main(
-    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+    argv: Sequence[str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    *,
+    now: Callable[[], datetime] = _utc_now,
 ) -> int:
+    """`now` is the clock `validate` judges deadlines by (tests pass a fixed one)."""
     args = build_parser().parse_args(argv)
+    args.now = now
     if args.command != "run":
         # Retries and warnings go to standard error: `plan` output is for scripts to read.
         logs.configure(json=False, level="warning")

@@ -41,3 +41,26 @@ def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
         allow_unicode=True,
     )
     return text
+
+
+def object_file_name(obj: Mapping[str, Any]) -> str:
+    """`<kind>_<namespace>_<name>.yaml`, lowercase; cluster-scoped kinds have no namespace part.
+
+    No kind, namespace or object name contains `_`, so two objects never share a file (with `-`
+    as the separator, LocalQueue `c` in namespace `a-b` and LocalQueue `b-c` in namespace `a`
+    would), and the name stays the same from one render to the next.
+    """
+    meta = obj["metadata"]
+    parts = [str(obj["kind"]), *([str(meta["namespace"])] if meta.get("namespace") else [])]
+    return "_".join([*parts, str(meta["name"])]).lower() + ".yaml"
+
+
+def dump_per_object(documents: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """One YAML file per object, by `object_file_name`, in the objects' order."""
+    files: dict[str, str] = {}
+    for doc in documents:
+        name = object_file_name(doc)
+        if name in files:
+            raise ValueError(f"two objects would be written to {name}")
+        files[name] = dump_documents([doc])
+    return files

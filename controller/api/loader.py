@@ -8,6 +8,7 @@ objects from the API server.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from controller.api.types import (
 POLICY_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DOCUMENTS = 20000
+_CONTEXT = re.compile(r"while (?:parsing|scanning|constructing) an? (.+)")
 _NAME = go_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KINDS: dict[str, type[CapacityPolicy] | type[TrainingProject]] = {
     "CapacityPolicy": CapacityPolicy,
@@ -124,56 +126,105 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _policy_files(directory: Path) -> list[Path]:
+    """The YAML files under `directory`, hidden ones and kustomizations aside.
+
+    A symbolic link whose target is missing is kept: skipping it silently would report a copied
+    example with dangling links as "no CapacityPolicy found" instead of naming the link.
+    """
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.suffix in POLICY_SUFFIXES
+        and (p.is_file() or (p.is_symlink() and not p.exists()))
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+        and p.name not in ("kustomization.yaml", "kustomization.yml")
+    )
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    """Why a file cannot be read, naming a dangling link's target."""
+    if path.is_symlink() and not path.exists():
+        try:
+            target = str(path.readlink())
+        except OSError:
+            target = "?"
+        return f"cannot read: a symbolic link to {target}, which does not exist"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> tuple[Any, str]:
+    """The mark to point at and the reason, with where the broken construct began.
+
+    PyYAML reports the problem where it noticed it (often a line or two after the mistake) and,
+    as the context, where the construct it was reading started: an unclosed `[` is found at the
+    next key but began on an earlier line, so both are shown.
+    """
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    if (
+        context
+        and context_mark is not None
+        and (mark is None or (context_mark.line, context_mark.column) != (mark.line, mark.column))
+    ):
+        where = f"line {context_mark.line + 1}, column {context_mark.column + 1}"
+        construct = _CONTEXT.match(context)
+        problem += (
+            f" (the {construct.group(1)} started at {where})"
+            if construct
+            else f" ({context} at {where})"
+        )
+    return mark, problem
+
+
+def _read_file(file: Path) -> tuple[list[Any], PolicyError | None]:
+    """The documents of one file, or why it cannot be read or parsed."""
+    label = str(file)
+    try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return [], PolicyError.in_file(
+                label, f"file is {size} bytes, over the limit of {MAX_FILE_BYTES}"
+            )
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return [], PolicyError.in_file(label, f"not UTF-8 text: {exc.reason}")
+    except OSError as exc:
+        return [], PolicyError.in_file(label, _unreadable(file, exc))
+    try:
+        return list(yaml.load_all(text, Loader=_Loader)), None
+    except yaml.YAMLError as exc:
+        mark, problem = _yaml_problem(exc)
+        where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
+        return [], PolicyError.in_file(where, f"invalid YAML: {problem}")
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # PyYAML's constructors raise these for a tag on a value it cannot hold
+        # (`!!int sixteen`, `!!bool maybe`), or an integer of more than 4,300 digits.
+        return [], PolicyError.in_file(label, f"invalid YAML: {str(exc)[:200] or exc!r}")
+
+
 def read_documents(path: Path) -> tuple[list[tuple[str, Any]], list[PolicyError]]:
     """Every YAML document under `path` (a file or a directory), labelled `file#index`."""
-    if not path.exists():
-        return [], [PolicyError(str(path), "file", "", "-", "no such file or directory")]
-    files = (
-        [path]
-        if path.is_file()
-        else sorted(
-            p
-            for p in path.rglob("*")
-            if p.suffix in POLICY_SUFFIXES
-            and p.is_file()
-            and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            and p.name not in ("kustomization.yaml", "kustomization.yml")
-        )
-    )
+    if path.is_dir():
+        files = _policy_files(path)
+        if not files:
+            return [], [
+                PolicyError.in_file(str(path), "no policy files (*.yaml, *.yml) in this directory")
+            ]
+    elif path.exists() or path.is_symlink():
+        files = [path]
+    else:
+        return [], [PolicyError.in_file(str(path), "no such file or directory")]
     documents: list[tuple[str, Any]] = []
     errors: list[PolicyError] = []
     for file in files:
+        loaded, error = _read_file(file)
+        if error is not None:
+            errors.append(error)
+            continue
         label = str(file)
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
-            errors.append(
-                PolicyError(
-                    label,
-                    "file",
-                    "",
-                    "-",
-                    f"file is {size} bytes, over the limit of {MAX_FILE_BYTES}",
-                )
-            )
-            continue
-        try:
-            loaded = list(yaml.load_all(file.read_text(encoding="utf-8"), Loader=_Loader))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
-            problem = getattr(exc, "problem", None) or str(exc)
-            errors.append(PolicyError(where, "file", "", "-", f"invalid YAML: {problem}"))
-            continue
-        except UnicodeDecodeError as exc:
-            errors.append(PolicyError(label, "file", "", "-", f"not UTF-8 text: {exc.reason}"))
-            continue
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            # PyYAML's constructors raise these for a tag on a value it cannot hold
-            # (`!!int sixteen`, `!!bool maybe`), or an integer of more than 4,300 digits.
-            errors.append(
-                PolicyError(label, "file", "", "-", f"invalid YAML: {str(exc)[:200] or exc!r}")
-            )
-            continue
         documents.extend(
             (f"{label}#{i}" if len(loaded) > 1 else label, doc)
             for i, doc in enumerate(loaded, start=1)
@@ -181,12 +232,8 @@ def read_documents(path: Path) -> tuple[list[tuple[str, Any]], list[PolicyError]
         )
     if len(documents) > MAX_DOCUMENTS:
         errors.append(
-            PolicyError(
-                str(path),
-                "policy",
-                "",
-                "-",
-                f"{len(documents)} documents, over the limit of {MAX_DOCUMENTS}",
+            PolicyError.in_file(
+                str(path), f"{len(documents)} documents, over the limit of {MAX_DOCUMENTS}"
             )
         )
     return documents, errors
@@ -195,7 +242,8 @@ def read_documents(path: Path) -> tuple[list[tuple[str, Any]], list[PolicyError]
 def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[PolicyError]]:
     """One Kubernetes object as a CapacityPolicy or TrainingProject, or its errors."""
     if not isinstance(doc, dict):
-        return None, [PolicyError(origin, "document", "", "-", "must be a YAML mapping")]
+        reason = "the document " + _wrong_type("YAML mapping", doc)
+        return None, [PolicyError.in_file(origin, reason)]
     kind = doc.get("kind")
     metadata = doc.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
@@ -262,61 +310,79 @@ def parse_document(origin: str, doc: Any) -> tuple[PolicyObject | None, list[Pol
     return _KINDS[kind](metadata=meta, spec=spec), []
 
 
-def load_policy_set(documents: Iterable[tuple[str, Any]]) -> PolicySet:
-    """Validate documents into a PolicySet, or raise InvalidPolicyError with every error."""
+def _identity(doc: Any) -> tuple[str, str] | None:
+    """A document's (kind, name) as written, even when the rest of it is wrong."""
+    if not isinstance(doc, dict):
+        return None
+    kind, metadata = doc.get("kind"), doc.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if isinstance(kind, str) and kind in _KINDS and isinstance(name, str) and name:
+        return str(kind), name
+    return None
+
+
+def load_policy_set(documents: Iterable[tuple[str, Any]], *, source: str = "policy") -> PolicySet:
+    """Validate documents into a PolicySet, or raise InvalidPolicyError with every error.
+
+    `source` names where the documents came from (the path given to `validate`), for the one
+    error that belongs to no document: that there is no CapacityPolicy at all.
+
+    Duplicates are found from each document's kind and name as written, so a second project of
+    the same name is reported even when one of the two also has a schema error; the later
+    document in load order is the one blamed, naming the first.
+    """
     errors: list[PolicyError] = []
-    policies: list[tuple[str, CapacityPolicy]] = []
+    policies: list[tuple[str, str, CapacityPolicy | None]] = []
+    first_origin: dict[str, str] = {}
     projects: dict[str, tuple[str, TrainingProject]] = {}
     for origin, doc in documents:
         obj, doc_errors = parse_document(origin, doc)
         errors.extend(doc_errors)
-        if isinstance(obj, CapacityPolicy):
-            policies.append((origin, obj))
-        elif isinstance(obj, TrainingProject):
-            if obj.name in projects:
-                errors.append(
-                    PolicyError(
-                        origin,
-                        "TrainingProject",
-                        obj.name,
-                        "metadata.name",
-                        f"duplicate TrainingProject (also in {projects[obj.name][0]})",
-                    )
-                )
-            else:
-                projects[obj.name] = (origin, obj)
-    if len(policies) > 1:
-        first = policies[0][0]
-        errors.extend(
-            PolicyError(
-                origin,
-                "CapacityPolicy",
-                p.name,
-                "metadata.name",
-                f"only one CapacityPolicy is supported (another is in {first})",
-            )
-            for origin, p in policies[1:]
-        )
-    if not policies:
-        if not errors:
+        identity = _identity(doc)
+        if identity is None:
+            continue
+        kind, name = identity
+        if kind == CapacityPolicy.KIND:
+            policies.append((origin, name, obj if isinstance(obj, CapacityPolicy) else None))
+        elif name in first_origin:
             errors.append(
                 PolicyError(
-                    "policy",
-                    "CapacityPolicy",
-                    "",
-                    "-",
-                    "no CapacityPolicy found; exactly one is required",
+                    origin,
+                    TrainingProject.KIND,
+                    name,
+                    "metadata.name",
+                    f"duplicate TrainingProject (also in {first_origin[name]})",
                 )
             )
+        else:
+            first_origin[name] = origin
+            if isinstance(obj, TrainingProject):
+                projects[name] = (origin, obj)
+    errors.extend(
+        PolicyError(
+            origin,
+            CapacityPolicy.KIND,
+            name,
+            "metadata.name",
+            f"only one CapacityPolicy is supported (another is in {policies[0][0]})",
+        )
+        for origin, name, _ in policies[1:]
+    )
+    policy = policies[0][2] if policies else None
+    if policy is None:
+        if not errors:
+            errors.append(
+                PolicyError.in_file(source, "no CapacityPolicy found; exactly one is required")
+            )
         raise InvalidPolicyError(errors)
-    origins = {("CapacityPolicy", policies[0][1].name): policies[0][0]}
-    origins.update({("TrainingProject", name): origin for name, (origin, _) in projects.items()})
+    origins = {(CapacityPolicy.KIND, policy.name): policies[0][0]}
+    origins.update({(TrainingProject.KIND, name): origin for name, (origin, _) in projects.items()})
     policy_set = PolicySet(
-        policy=policies[0][1],
+        policy=policy,
         projects=tuple(p for _, (_, p) in sorted(projects.items())),
         origins=origins,
     )
-    errors.extend(check_policy_set(policy_set))
+    errors.extend(check_policy_set(policy_set, order=list(projects)))
     if errors:
         raise InvalidPolicyError(errors)
     return policy_set
@@ -330,8 +396,8 @@ def load_path(path: Path) -> PolicySet:
     if errors:
         # Report file-level problems together with whatever the readable files contain.
         try:
-            load_policy_set(documents)
+            load_policy_set(documents, source=str(path))
         except InvalidPolicyError as invalid:
             errors.extend(invalid.errors)
         raise InvalidPolicyError(errors)
-    return load_policy_set(documents)
+    return load_policy_set(documents, source=str(path))

@@ -14,8 +14,12 @@ from controller.api.types import CapacityPolicy, TrainingProject
 
 
 @dataclass(frozen=True, order=True)
-class PolicyError:
-    """One problem in one object: the line `quartermaster validate` prints."""
+class _Finding:
+    """Something `quartermaster validate` says about one object, field, file or document.
+
+    A finding about a whole file or document (it cannot be read, is not YAML, is not an object)
+    has no kind and no path, and prints as `origin: message`.
+    """
 
     origin: str
     kind: str
@@ -23,9 +27,34 @@ class PolicyError:
     path: str
     message: str
 
+    def _location(self) -> list[str]:
+        parts = [self.origin]
+        if self.kind:
+            parts.append(f"{self.kind}/{self.name}" if self.name else self.kind)
+        if self.path:
+            parts.append(self.path)
+        return parts
+
+
+@dataclass(frozen=True, order=True)
+class PolicyError(_Finding):
+    """One problem, as `validate` prints it: `file#doc: Kind/name: field.path: reason`."""
+
+    @classmethod
+    def in_file(cls, origin: str, message: str) -> PolicyError:
+        """A problem with a file or document as a whole, not with a field of an object."""
+        return cls(origin, "", "", "", message)
+
     def __str__(self) -> str:
-        where = f"{self.kind}/{self.name}" if self.name else self.kind
-        return f"{self.origin}: {where}: {self.path}: {self.message}"
+        return ": ".join([*self._location(), self.message])
+
+
+@dataclass(frozen=True, order=True)
+class PolicyWarning(_Finding):
+    """Something valid that is probably not what was meant; `validate` still exits 0."""
+
+    def __str__(self) -> str:
+        return ": ".join([*self._location(), "warning", self.message])
 
 
 class InvalidPolicyError(Exception):

@@ -10,26 +10,64 @@ from __future__ import annotations
 
 import zoneinfo
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
 from controller.api.cron import CronError, next_after, parse_cron
-from controller.api.policy_set import PolicyError, PolicySet
-from controller.api.types import CapacityPolicy, TrainingProject
+from controller.api.policy_set import PolicyError, PolicySet, PolicyWarning
+from controller.api.types import CapacityPolicy, Deadline, TrainingProject
+from controller.timestamps import format_duration, format_time
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
-def check_policy_set(policy_set: PolicySet) -> list[PolicyError]:
+def check_policy_set(policy_set: PolicySet, *, order: Sequence[str] = ()) -> list[PolicyError]:
+    """Every cross-object error. `order` lists project names in the order they were added
+    (load order of the files, or creation order on the cluster); of two projects claiming one
+    namespace, the later is blamed. Projects it does not list come after, by name."""
     policy = policy_set.policy
     origin = policy_set.origins.get(("CapacityPolicy", policy.name), "policy")
     errors = list(_check_policy(policy, origin))
     for project in policy_set.projects:
         project_origin = policy_set.origins.get(("TrainingProject", project.name), "policy")
         errors.extend(_check_project(policy, project, project_origin))
-    errors.extend(_check_namespaces(policy_set))
+    errors.extend(_check_namespaces(policy_set, order))
     errors.extend(_check_pool_totals(policy_set, origin))
     return errors
+
+
+def past_deadlines(project: TrainingProject, *, now: datetime) -> list[tuple[int, Deadline, float]]:
+    """The project's one-off deadlines already behind `now`: (index, deadline, seconds ago).
+
+    Valid, but almost always a slip (a year typed wrong, a date left behind after a launch):
+    capacity bought now cannot help a deadline that has passed, so it drives no decision, and
+    its slack only grows more negative.
+    """
+    return [
+        (i, deadline, (now - deadline.at).total_seconds())
+        for i, deadline in enumerate(project.spec.deadlines)
+        if deadline.at is not None and deadline.at <= now
+    ]
+
+
+def policy_warnings(policy_set: PolicySet, *, now: datetime) -> list[PolicyWarning]:
+    """What is valid but probably not meant, as of `now` (passed in: no clock is read here)."""
+    warnings: list[PolicyWarning] = []
+    for project in policy_set.projects:
+        origin = policy_set.origins.get(("TrainingProject", project.name), "policy")
+        warnings.extend(
+            PolicyWarning(
+                origin,
+                "TrainingProject",
+                project.name,
+                f"spec.deadlines[{i}].at",
+                f"deadline {deadline.name!r} ({format_time(deadline.at)}) passed "
+                f"{format_duration(ago)} ago; move or remove it",
+            )
+            for i, deadline, ago in past_deadlines(project, now=now)
+            if deadline.at is not None
+        )
+    return sorted(warnings)
 
 
 def _pool_names(policy: CapacityPolicy) -> str:
@@ -109,21 +147,24 @@ def _check_project(
                 )
 
 
-def _check_namespaces(policy_set: PolicySet) -> Iterator[PolicyError]:
+def _check_namespaces(policy_set: PolicySet, order: Sequence[str]) -> Iterator[PolicyError]:
+    rank = {name: i for i, name in enumerate(order)}
+    projects = sorted(policy_set.projects, key=lambda p: (rank.get(p.name, len(rank)), p.name))
     owner: dict[str, str] = {}
-    for project in policy_set.projects:
+    for project in projects:
         origin = policy_set.origins.get(("TrainingProject", project.name), "policy")
         for i, namespace in enumerate(project.spec.namespaces):
-            if namespace in owner:
+            first = owner.setdefault(namespace, project.name)
+            if first != project.name:
+                first_origin = policy_set.origins.get(("TrainingProject", first))
                 yield PolicyError(
                     origin,
                     "TrainingProject",
                     project.name,
                     f"spec.namespaces[{i}]",
-                    f"namespace {namespace!r} already belongs to project {owner[namespace]!r}",
+                    f"namespace {namespace!r} already belongs to project {first!r}"
+                    + (f" (in {first_origin})" if first_origin else ""),
                 )
-            else:
-                owner[namespace] = project.name
 
 
 def _check_pool_totals(policy_set: PolicySet, origin: str) -> Iterator[PolicyError]:

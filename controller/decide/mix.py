@@ -201,7 +201,7 @@ def initial_state(policy_set: PolicySet, pool: str) -> PoolState:
     return PoolState(pool=pool, on_demand_gpus=mix[pool].on_demand_gpus)
 
 
-def decide_pool(
+def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
     policy_set: PolicySet,
     state: PoolState,
     oracle: RiskOracle,

@@ -20,6 +20,7 @@ import structlog
 
 from controller import names
 from controller.api.policy_set import PolicySet
+from controller.api.semantics import past_deadlines
 from controller.api.types import CapacityPolicy, OverrideMode, TrainingProject
 from controller.decide.mix import Action
 from controller.decide.observation import History, Observation
@@ -40,6 +41,7 @@ from controller.reconcile.diff import (
 from controller.reconcile.status import (
     PolicyOutcome,
     ProjectOutcome,
+    invalid_spec_message,
     policy_status,
     pool_states,
     pool_status_entries,
@@ -236,6 +238,30 @@ def served_split(
     return desired, tuple(unserved)
 
 
+def unserved_kinds(served: frozenset[str]) -> tuple[str, ...]:
+    """Every kind the controller writes that discovery does not list, as "apps/v1 Deployment".
+
+    What the KindsServed condition reports while the policy is invalid: nothing is rendered
+    then, so the rendered kinds are unknown, but a kind the cluster lacks is still worth saying.
+    """
+    return tuple(
+        sorted(
+            f"{kind.api_version} {kind.kind}"
+            for kind in kinds.MANAGED_KINDS
+            if kind.group_version not in served
+        )
+    )
+
+
+def projects_with_objects(managed: Sequence[KubeObject]) -> frozenset[str]:
+    """Projects that have objects of ours in the cluster, from the project label."""
+    return frozenset(
+        str(project)
+        for obj in managed
+        if (project := (obj["metadata"].get("labels") or {}).get(names.LABEL_PROJECT))
+    )
+
+
 def _in_use(observed: Observed) -> dict[Ref, int]:
     local_queues = [o for o in observed.managed if o["kind"] == "LocalQueue"]
     return queues_in_use(observed.workloads, local_queues)
@@ -371,7 +397,11 @@ class Reconciler:
             return result
         rendered: Rendered | None = None
         apply_error: str | None = None
-        if validation.policy_set is not None:
+        if validation.policy_set is None:
+            # Nothing is rendered, so say which of the kinds we write the cluster lacks, rather
+            # than leave KindsServed claiming that everything is served.
+            result.unserved = unserved_kinds(observed.served)
+        else:
             capacity = self._decide(observed, validation.policy_set)
             result.capacity = capacity
             rendered = capacity.rendered
@@ -644,9 +674,11 @@ class Reconciler:
                         action="Validate",
                         note="; ".join(f"{e.path}: {e.message}" for e in outcome.errors),
                     )
+        with_objects = projects_with_objects(observed.managed)
         for live in observed.projects:
             name = live["metadata"]["name"]
             errors = validation.errors_of(TrainingProject.KIND, name)
+            readable = validation.readable.get(name)
             quotas = (
                 tuple(q for (project, _), q in rendered.quotas.items() if project == name)
                 if rendered and not errors
@@ -660,6 +692,10 @@ class Reconciler:
                 capacity=project_capacity_status(result.capacity, name, live, now=now.timestamp())
                 if result.capacity is not None and not errors
                 else None,
+                applied_before=name in with_objects,
+                passed_deadlines=tuple(d for _, d, _ in past_deadlines(readable, now=now))
+                if readable is not None
+                else None,
             )
             was_valid = _condition_status(live, "Valid")
             status = project_status(live, project_outcome, now=now)
@@ -671,8 +707,9 @@ class Reconciler:
                         type="Warning",
                         reason="InvalidSpec",
                         action="Validate",
-                        note="; ".join(f"{e.path}: {e.message}" for e in errors)
-                        + "; the objects applied before are kept",
+                        note=invalid_spec_message(
+                            errors, applied_before=project_outcome.applied_before
+                        ),
                     )
 
 

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api.policy_set import PolicyError
-from controller.api.types import PoolMix
+from controller.api.types import Deadline, PoolMix
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.plan import CapacityPlan
 from controller.render.capacity import FlavorQuota
-from controller.timestamps import epoch
+from controller.timestamps import epoch, format_duration, format_time
 
 MAX_MESSAGE = 1024
 
@@ -84,6 +84,8 @@ class PolicyOutcome:
     projects: int
     mix: tuple[PoolMix, ...]
     unserved: tuple[str, ...]
+    """Kinds this cluster does not serve, as "apps/v1 Deployment": of the rendered objects, or,
+    while the policy is invalid and nothing is rendered, of every kind the controller writes."""
     kept: tuple[str, ...]
     apply_error: str | None = None
     pools: tuple[dict[str, Any], ...] = ()
@@ -117,16 +119,7 @@ def policy_status(
         conditions.append(cond("Ready", False, "ApplyFailed", outcome.apply_error))
     else:
         conditions.append(cond("Ready", True, "Reconciled", ""))
-    conditions.append(
-        cond(
-            "KindsServed",
-            not outcome.unserved,
-            "NotServed" if outcome.unserved else "AllServed",
-            ("not served by this cluster, not applied: " + ", ".join(outcome.unserved))
-            if outcome.unserved
-            else "",
-        )
-    )
+    conditions.append(cond("KindsServed", *_kinds_served(outcome.unserved, rendered=valid)))
     conditions.append(
         cond(
             "PruneBlocked",
@@ -170,6 +163,20 @@ def policy_status(
     return status
 
 
+def _kinds_served(unserved: Sequence[str], *, rendered: bool) -> tuple[bool, str, str]:
+    if not unserved:
+        return True, "AllServed", ""
+    kinds = ", ".join(unserved)
+    if rendered:
+        return False, "NotServed", f"not served by this cluster, not applied: {kinds}"
+    return (
+        False,
+        "NotServed",
+        f"not served by this cluster: {kinds} (the policy is invalid, so nothing is rendered; "
+        "these are the kinds the controller writes that the cluster lacks)",
+    )
+
+
 @dataclass(frozen=True)
 class ProjectOutcome:
     errors: tuple[PolicyError, ...]
@@ -178,6 +185,33 @@ class ProjectOutcome:
     apply_error: str | None = None
     capacity: Mapping[str, Any] | None = None
     """Risk, slack, pending GPUs, cost and last decision (project_capacity_status)."""
+    applied_before: bool = False
+    """Objects labelled with the project exist: an invalid spec keeps them as they are."""
+    passed_deadlines: tuple[Deadline, ...] | None = None
+    """One-off deadlines already behind now; None when the spec could not be read."""
+
+
+def invalid_spec_message(errors: Iterable[PolicyError], *, applied_before: bool) -> str:
+    """The Valid=False message and InvalidSpec Event note: what is wrong and what is kept."""
+    return _errors_message(errors) + (
+        "; the objects applied before are kept"
+        if applied_before
+        else "; nothing has been applied for this project yet"
+    )
+
+
+def _deadlines_current(passed: Sequence[Deadline]) -> tuple[bool, str, str]:
+    """DeadlinesCurrent: one-off deadlines that have passed, each named with its time. Stable
+    from pass to pass (no "ago"), so a steady cluster writes nothing."""
+    if not passed:
+        return True, "NonePassed", ""
+    listed = ", ".join(f"{d.name} ({format_time(d.at)})" for d in passed if d.at is not None)
+    return (
+        False,
+        "DeadlinePassed",
+        f"one-off deadlines already passed: {listed}; capacity bought now cannot help them, so "
+        "they no longer drive decisions: move or remove them",
+    )
 
 
 def project_status(
@@ -194,7 +228,7 @@ def project_status(
             "Valid" if valid else "Invalid",
             ""
             if valid
-            else _errors_message(outcome.errors) + "; the objects applied before are kept",
+            else invalid_spec_message(outcome.errors, applied_before=outcome.applied_before),
         ),
     ]
     if not valid:
@@ -212,6 +246,8 @@ def project_status(
         conditions.append(cond("Ready", False, "ApplyFailed", outcome.apply_error))
     else:
         conditions.append(cond("Ready", True, "Applied", "queues and quotas are in place"))
+    if outcome.passed_deadlines is not None:
+        conditions.append(cond("DeadlinesCurrent", *_deadlines_current(outcome.passed_deadlines)))
     status: dict[str, Any] = {"conditions": conditions}
     if generation is not None:
         status["observedGeneration"] = generation
@@ -324,19 +360,6 @@ def pool_status_entries(
             entry["lastDecision"] = _decision_entry(decision, now)
         entries.append(entry)
     return entries
-
-
-def format_duration(seconds: float) -> str:
-    """3h20m, 45m, -1h05m; "inf" when a deadline cannot be met at all."""
-    if math.isinf(seconds) or math.isnan(seconds):
-        return "-inf" if seconds < 0 else "inf"
-    sign = "-" if seconds < 0 else ""
-    minutes = int(abs(seconds) // 60)
-    days, rest = divmod(minutes, 1440)
-    hours, mins = divmod(rest, 60)
-    if days:
-        return f"{sign}{days}d{hours}h"
-    return f"{sign}{hours}h{mins:02d}m" if hours else f"{sign}{mins}m"
 
 
 def project_capacity_status(

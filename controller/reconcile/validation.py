@@ -32,6 +32,8 @@ class ClusterValidation:
     """The policy with its valid projects, or None when there is no valid policy."""
     errors: Mapping[ObjectKey, tuple[PolicyError, ...]] = field(default_factory=dict)
     policy_name: str | None = None
+    readable: Mapping[str, TrainingProject] = field(default_factory=dict)
+    """Every project whose own spec parses, valid across objects or not, by name."""
 
     @property
     def invalid_projects(self) -> frozenset[str]:
@@ -81,13 +83,20 @@ def validate_cluster(
         else:
             name = str((doc.get("metadata") or {}).get("name"))
             errors[(TrainingProject.KIND, name)].extend(doc_errors)
+    readable = {p.name: p for p in parsed}
     if policy is None:
-        return ClusterValidation(None, {k: tuple(v) for k, v in errors.items()}, policy_name)
+        return ClusterValidation(
+            None, {k: tuple(v) for k, v in errors.items()}, policy_name, readable
+        )
     candidate = PolicySet(policy=policy, projects=tuple(sorted(parsed, key=lambda p: p.name)))
-    for error in check_policy_set(candidate):
+    # Of two projects claiming one namespace, the one created later is blamed.
+    created = [_age_key(doc)[1] for doc in sorted(projects, key=_age_key)]
+    for error in check_policy_set(candidate, order=created):
         errors[(error.kind, error.name)].append(error)
     frozen = {k: tuple(v) for k, v in errors.items()}
     if (CapacityPolicy.KIND, policy.name) in frozen:
-        return ClusterValidation(None, frozen, policy.name)
+        return ClusterValidation(None, frozen, policy.name, readable)
     valid = tuple(p for p in candidate.projects if (TrainingProject.KIND, p.name) not in frozen)
-    return ClusterValidation(PolicySet(policy=policy, projects=valid), frozen, policy.name)
+    return ClusterValidation(
+        PolicySet(policy=policy, projects=valid), frozen, policy.name, readable
+    )

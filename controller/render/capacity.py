@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.api.policy_set import PolicySet
-from controller.api.types import OverrideMode, PoolMix, PoolQuota, TrainingProject
+from controller.api.types import GpuPool, OverrideMode, PoolMix, PoolQuota, TrainingProject
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,75 @@ def pool_demands(policy_set: PolicySet) -> dict[str, PoolDemand]:
     return {name: PoolDemand(name, total[name], fixed[name]) for name in total}
 
 
+@dataclass(frozen=True)
+class Clamp:
+    """An on-demand target moved into the policy's bounds, and why (for `render --on-demand`)."""
+
+    pool: str
+    asked: int
+    used: int
+    reason: str
+
+
+def _choose(
+    pool: GpuPool, demand: PoolDemand, *, asked: int | None, manual: int | None
+) -> tuple[int, str | None]:
+    """A pool's on-demand GPUs for a target (or the floor), and why it differs from `asked`."""
+    floor = pool.on_demand.floor_gpus
+    lower = max(floor, demand.on_demand_only_gpus)
+    cap = min(pool.on_demand.ceiling_gpus, demand.total_gpus)
+    upper = max(lower, cap)
+    wanted = manual if manual is not None else (floor if asked is None else asked)
+    chosen = min(max(wanted, lower), upper)
+    if asked is None or asked == chosen:
+        return chosen, None
+    if manual is not None:
+        return chosen, (
+            f"the policy's override is Manual and sets {manual} for this pool "
+            "(spec.override.onDemandGpus)"
+        )
+    if wanted < lower:
+        reason = (
+            f"below the pool's on-demand floor (onDemand.floorGpus: {floor})"
+            if floor >= demand.on_demand_only_gpus
+            else f"below the {demand.on_demand_only_gpus} GPUs of quota that cannot run on spot "
+            "(tier reservations, and projects or tiers that do not allow spot)"
+        )
+    elif cap < lower:
+        reason = (
+            f"the pool's quota ({demand.total_gpus} GPUs) is below its lower bound ({lower}: the "
+            "on-demand floor, or quota that cannot run on spot), which wins"
+        )
+    elif cap == pool.on_demand.ceiling_gpus:
+        reason = f"above the pool's on-demand ceiling (onDemand.ceilingGpus: {cap})"
+    else:
+        reason = (
+            f"above the pool's quota ({demand.total_gpus} GPUs: projects' nominal quotas plus "
+            "tier reservations); on-demand GPUs beyond it would have no quota to use them"
+        )
+    return chosen, reason
+
+
+def _choices(
+    policy_set: PolicySet, on_demand: Mapping[str, int] | None
+) -> list[tuple[GpuPool, PoolDemand, int, str | None]]:
+    policy = policy_set.policy
+    manual = (
+        {m.pool: m.gpus for m in policy.spec.override.on_demand_gpus}
+        if policy.spec.override.mode is OverrideMode.MANUAL
+        else {}
+    )
+    demands = pool_demands(policy_set)
+    out = []
+    for pool in policy.spec.pools:
+        demand = demands[pool.name]
+        chosen, reason = _choose(
+            pool, demand, asked=(on_demand or {}).get(pool.name), manual=manual.get(pool.name)
+        )
+        out.append((pool, demand, chosen, reason))
+    return out
+
+
 def resolve_mix(
     policy_set: PolicySet, on_demand: Mapping[str, int] | None = None
 ) -> tuple[PoolMix, ...]:
@@ -82,29 +151,25 @@ def resolve_mix(
 
     Targets are clamped to what the policy allows: at least the floor and what cannot run on
     spot, at most the ceiling and the pool's quota (on-demand GPUs no quota can use would only
-    cost money).
+    cost money). `clamped_targets` says which targets were moved and why.
     """
-    policy = policy_set.policy
-    manual = {m.pool: m.gpus for m in policy.spec.override.on_demand_gpus}
-    use_manual = policy.spec.override.mode is OverrideMode.MANUAL
-    demands = pool_demands(policy_set)
-    mixes = []
-    for pool in policy.spec.pools:
-        demand = demands[pool.name]
-        wanted = manual.get(pool.name) if use_manual else None
-        if wanted is None:
-            wanted = (on_demand or {}).get(pool.name, pool.on_demand.floor_gpus)
-        lower = max(pool.on_demand.floor_gpus, demand.on_demand_only_gpus)
-        upper = max(lower, min(pool.on_demand.ceiling_gpus, demand.total_gpus))
-        chosen = min(max(wanted, lower), upper)
-        mixes.append(
-            PoolMix(
-                pool=pool.name,
-                on_demand_gpus=chosen,
-                spot_gpus=max(demand.total_gpus - chosen, 0),
-            )
+    return tuple(
+        PoolMix(
+            pool=pool.name,
+            on_demand_gpus=chosen,
+            spot_gpus=max(demand.total_gpus - chosen, 0),
         )
-    return tuple(mixes)
+        for pool, demand, chosen, _ in _choices(policy_set, on_demand)
+    )
+
+
+def clamped_targets(policy_set: PolicySet, on_demand: Mapping[str, int]) -> list[Clamp]:
+    """The targets `resolve_mix` does not use as given, each with the bound that moved it."""
+    return [
+        Clamp(pool.name, on_demand[pool.name], chosen, reason)
+        for pool, _, chosen, reason in _choices(policy_set, on_demand)
+        if reason is not None and pool.name in on_demand
+    ]
 
 
 def _largest_remainder(total: int, weights: list[tuple[str, int]]) -> dict[str, int]:

@@ -10,7 +10,8 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
   16-GPU job on 8-GPU nodes is two 8-GPU pods) that must land on nodes of the capacity type its
   flavor selects, all at once (a gang). Placement is best fit on Ready nodes (the fullest
   node that takes the pod: the kube-scheduler's `MostAllocated` scoring, which GPU clusters use
-  to keep whole nodes free for wide pods), largest pods first. Warm-pool placeholders are pods of a node's GPUs at a priority below every workload:
+  to keep whole nodes free for wide pods), largest pods first. Warm-pool placeholders are pods
+  of a node's GPUs at a priority below every workload:
   a workload preempts them from a Ready node (the kube-scheduler's preemption) and starts
   there at once; a displaced placeholder waits for room again.
 - **Launches.** Pods that fit no Ready node are bin-packed, largest first, onto nodes being
@@ -232,7 +233,9 @@ class Karpenter:
         size = {n.id: n.gpus for n in nodes}
         taken: dict[int, list[int]] = {}
         for pod in pods:
-            target = min((n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None)
+            target = min(
+                (n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None
+            )
             if target is None:
                 # Preempt the fewest placeholders on the first node where that makes room.
                 for node_id, room in free.items():

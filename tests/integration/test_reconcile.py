@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -292,6 +292,7 @@ class TestBadInput:
         valid = condition(live, "Valid")
         assert (valid["status"], valid["reason"]) == ("False", "Invalid")
         assert "spec.quotas[0].pool: unknown pool 'v100'" in valid["message"]
+        assert valid["message"].endswith("; the objects applied before are kept")
         assert condition(live, "Ready")["status"] == "False"
         # The other projects are untouched and still ready.
         other = kube.get(kinds.TRAINING_PROJECT, "nlp-eval")
@@ -311,6 +312,85 @@ class TestBadInput:
         assert policy is not None
         assert condition(policy, "Valid")["status"] == "False"
         assert "exceed maxGpus" in condition(policy, "Valid")["message"]
+        # The server still does not serve Deployments: an invalid policy must not claim it does.
+        served = condition(policy, "KindsServed")
+        assert (served["status"], served["reason"]) == ("False", "NotServed")
+        assert "apps/v1 Deployment" in served["message"]
+
+    def test_a_policy_invalid_from_the_first_pass_reports_the_kinds_not_served(
+        self, kube: KubeClient
+    ) -> None:
+        """Assumes the CRD-only test server: apps/v1 (Deployments) is not served."""
+        assert "apps/v1" not in kube.served_group_versions()
+        for doc in example_documents():
+            if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] == "sandbox":
+                doc["spec"]["quotas"] = [{"pool": "h100", "nominalGpus": 100}]
+            apply_doc(kube, doc)
+        result = Reconciler(kube).reconcile()
+        assert (result.created, result.updated) == (0, 0)
+        policy = kube.get(kinds.CAPACITY_POLICY, "gpu-fleet")
+        assert policy is not None
+        assert condition(policy, "Valid")["status"] == "False"
+        served = condition(policy, "KindsServed")
+        assert (served["status"], served["reason"]) == ("False", "NotServed")
+        assert served["message"].startswith("not served by this cluster: apps/v1 Deployment (")
+
+    def test_a_new_invalid_project_says_nothing_was_applied_for_it(
+        self, kube: KubeClient, synced: Reconciler
+    ) -> None:
+        doc = copy.deepcopy(project("nlp-eval"))
+        doc["metadata"]["name"] = "new-team"
+        doc["spec"]["namespaces"] = ["new-team"]
+        doc["spec"]["quotas"] = [{"pool": "v100", "nominalGpus": 8}]
+        apply_doc(kube, doc)
+        result, _ = writes_of(kube, synced)
+        assert result.invalid == ("new-team",)
+        live = kube.get(kinds.TRAINING_PROJECT, "new-team")
+        assert live is not None
+        valid = condition(live, "Valid")
+        assert (valid["status"], valid["reason"]) == ("False", "Invalid")
+        assert valid["message"] == (
+            "spec.quotas[0].pool: unknown pool 'v100'; defined pools: a100, h100; "
+            "nothing has been applied for this project yet"
+        )
+        events, _ = kube.list(kinds.EVENT)
+        notes = [
+            e["note"]
+            for e in events
+            if e.get("reason") == "InvalidSpec" and e["regarding"]["name"] == "new-team"
+        ]
+        assert notes == [valid["message"]]
+
+
+class TestDeadlines:
+    def test_a_passed_one_off_deadline_sets_deadlines_current_false(self, kube: KubeClient) -> None:
+        """The clock is fixed, so the deadlines are behind and ahead of it whatever the date."""
+        now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+        for doc in example_documents():
+            if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] == "recsys-prod":
+                doc["spec"]["deadlines"] = [
+                    {"name": "q2-refresh", "at": "2025-05-01T00:00:00Z"},
+                    {"name": "q4-refresh", "at": "2026-12-15T17:00:00Z"},
+                ]
+            apply_doc(kube, doc)
+        reconciler = Reconciler(kube, wall_clock=lambda: now)
+        reconciler.reconcile()
+        late = kube.get(kinds.TRAINING_PROJECT, "recsys-prod")
+        assert late is not None
+        current = condition(late, "DeadlinesCurrent")
+        assert (current["status"], current["reason"]) == ("False", "DeadlinePassed")
+        assert current["message"].startswith(
+            "one-off deadlines already passed: q2-refresh (2025-05-01T00:00:00Z);"
+        )
+        assert condition(late, "Ready")["status"] == "True"
+        ahead = kube.get(kinds.TRAINING_PROJECT, "nlp-eval")
+        assert ahead is not None
+        assert condition(ahead, "DeadlinesCurrent")["status"] == "True"
+        # The message does not age: an hour later the condition is written as it was.
+        Reconciler(kube, wall_clock=lambda: now + timedelta(hours=1)).reconcile()
+        again = kube.get(kinds.TRAINING_PROJECT, "recsys-prod")
+        assert again is not None
+        assert condition(again, "DeadlinesCurrent") == current
 
 
 class TestOwnership:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,14 @@ from controller.examples import EXAMPLE_DIR
 from tests.builders import policy_doc, project_doc
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "example-render.yaml"
+SHIPPED_EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+"""The clock `validate` judges deadlines by: before every one-off deadline of the example."""
 
 
-def run(*argv: str) -> tuple[int, str, str]:
+def run(*argv: str, now: datetime = NOW) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
+    code = main(list(argv), out=out, err=err, now=lambda: now)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -54,7 +59,7 @@ class TestValidate:
     def test_a_missing_directory_is_an_error_not_a_traceback(self, tmp_path: Path) -> None:
         code, _, err = run("validate", "-f", str(tmp_path / "nope"))
         assert code == EXIT_INVALID
-        assert err.splitlines()[0] == f"{tmp_path / 'nope'}: file: -: no such file or directory"
+        assert err.splitlines()[0] == f"{tmp_path / 'nope'}: no such file or directory"
 
 
 class TestRender:
@@ -118,10 +123,199 @@ class TestRender:
         assert "spec.tier: unknown tier 'gold'" in err
         assert target.read_text() == "previous render\n"
 
-    def test_the_example_files_users_copy_are_the_bundled_ones(self) -> None:
-        shipped = Path(__file__).parents[2] / "manifests" / "examples"
-        assert sorted(p.name for p in shipped.glob("*.yaml")) == sorted(
-            p.name for p in EXAMPLE_DIR.glob("*.yaml")
+
+class TestExamples:
+    def test_the_shipped_examples_are_real_files_identical_to_the_bundled_ones(self) -> None:
+        """manifests/examples is what users copy; controller/examples is what the package
+        ships. Copies, not links (a copied link dangles), so this keeps them from drifting."""
+        shipped = sorted(SHIPPED_EXAMPLES.glob("*.yaml"))
+        assert [p.name for p in shipped] == sorted(p.name for p in EXAMPLE_DIR.glob("*.yaml"))
+        for path in shipped:
+            assert not path.is_symlink(), f"{path} is a link"
+            assert path.read_bytes() == (EXAMPLE_DIR / path.name).read_bytes(), path.name
+
+    def test_a_copy_of_the_shipped_examples_is_valid(self, tmp_path: Path) -> None:
+        """What `cp -r manifests/examples my-policy` gives (links are copied as links)."""
+        copy = tmp_path / "my-policy"
+        shutil.copytree(SHIPPED_EXAMPLES, copy, symlinks=True)
+        code, out, err = run("validate", "-f", str(copy))
+        assert (code, err) == (EXIT_OK, "")
+        assert out.startswith(f"{copy}: valid: CapacityPolicy gpu-fleet")
+
+    def test_a_copy_with_dangling_links_names_each_link(self, tmp_path: Path) -> None:
+        copy = tmp_path / "my-policy"
+        copy.mkdir()
+        for name in ("policy.yaml", "projects.yaml"):
+            (copy / name).symlink_to(f"../../controller/examples/{name}")
+        code, out, err = run("validate", "-f", str(copy))
+        assert (code, out) == (EXIT_INVALID, "")
+        assert err.splitlines() == [
+            f"{copy / name}: cannot read: a symbolic link to ../../controller/examples/{name}, "
+            "which does not exist"
+            for name in ("policy.yaml", "projects.yaml")
+        ] + [f"{copy}: 2 errors"]
+
+
+class TestValidateMessages:
+    def test_a_past_one_off_deadline_is_a_warning_and_validate_passes(self, tmp_path: Path) -> None:
+        late = project_doc(deadlines=[{"name": "launch", "at": "2025-05-11T00:00:00Z"}])
+        path = write_policy(tmp_path / "p", policy_doc(), late)
+        code, out, err = run("validate", "-f", str(path))
+        assert code == EXIT_OK
+        assert err.splitlines() == [
+            f"{path / 'policy.yaml'}#2: TrainingProject/vision: spec.deadlines[0].at: warning: "
+            "deadline 'launch' (2025-05-11T00:00:00Z) passed 562d12h ago; move or remove it"
+        ]
+        assert out == (
+            f"{path}: valid: CapacityPolicy fleet (2 tiers, 1 pools), 1 TrainingProjects; "
+            "1 warning\n"
         )
-        for path in shipped.glob("*.yaml"):
-            assert path.read_text() == (EXAMPLE_DIR / path.name).read_text()
+
+    def test_the_same_deadline_ahead_of_the_clock_is_no_warning(self, tmp_path: Path) -> None:
+        late = project_doc(deadlines=[{"name": "launch", "at": "2025-05-11T00:00:00Z"}])
+        path = write_policy(tmp_path / "p", policy_doc(), late)
+        code, _, err = run("validate", "-f", str(path), now=datetime(2025, 5, 1, tzinfo=UTC))
+        assert (code, err) == (EXIT_OK, "")
+
+    @pytest.mark.parametrize(
+        ("files", "want"),
+        [
+            pytest.param(
+                {"projects.yaml": "spec:\n  namespaces: [a,\n    b\n  quotas: []\n"},
+                [
+                    "{dir}/projects.yaml:4:9: invalid YAML: expected ',' or ']', but got ':' "
+                    "(the flow sequence started at line 2, column 15)",
+                    "{dir}: 1 error",
+                ],
+                id="a YAML error names the line and column, and where the [ began",
+            ),
+            pytest.param(
+                {"projects.yaml": yaml.safe_dump(project_doc())},
+                ["{dir}: no CapacityPolicy found; exactly one is required", "{dir}: 1 error"],
+                id="no CapacityPolicy is reported against the directory",
+            ),
+            pytest.param(
+                {"notes.txt": "not policy"},
+                ["{dir}: no policy files (*.yaml, *.yml) in this directory", "{dir}: 1 error"],
+                id="a directory with no YAML files says so",
+            ),
+            pytest.param(
+                {"projects.yaml": "--- [a list]\n"},
+                [
+                    '{dir}/projects.yaml: the document must be a YAML mapping, got array ["a '
+                    'list"]',
+                    "{dir}: 1 error",
+                ],
+                id="a document that is not an object",
+            ),
+        ],
+    )
+    def test_file_level_errors_have_no_placeholders(
+        self, tmp_path: Path, files: dict[str, str], want: list[str]
+    ) -> None:
+        directory = tmp_path / "p"
+        directory.mkdir()
+        for name, text in files.items():
+            (directory / name).write_text(text)
+        code, out, err = run("validate", "-f", str(directory))
+        assert (code, out) == (EXIT_INVALID, "")
+        assert err.splitlines() == [line.format(dir=directory) for line in want]
+
+
+class TestRenderToDirectory:
+    def rendered_documents(self) -> list[dict[str, object]]:
+        return [d for d in yaml.safe_load_all(GOLDEN.read_text()) if d]
+
+    @pytest.mark.parametrize(
+        "trailing_slash", [pytest.param(True, id="DIR/"), pytest.param(False, id="existing DIR")]
+    )
+    def test_one_file_per_object(self, tmp_path: Path, trailing_slash: bool) -> None:
+        target = tmp_path / "out"
+        if not trailing_slash:
+            target.mkdir()
+        code, out, err = run("render", "-o", f"{target}/" if trailing_slash else str(target))
+        assert (code, out) == (EXIT_OK, "")
+        expected = self.rendered_documents()
+        files = sorted(target.iterdir())
+        assert len(files) == len(expected) == 35
+        by_file = {p.name: yaml.safe_load(p.read_text()) for p in files}
+        assert sorted(by_file.values(), key=str) == sorted(expected, key=str)
+        assert by_file["localqueue_llm_llm-pretrain.yaml"]["kind"] == "LocalQueue"
+        assert by_file["nodepool_a100-spot.yaml"]["metadata"]["name"] == "a100-spot"
+        assert err.startswith(
+            f"wrote 35 objects to {target}/, one file each: 35 written, 0 unchanged ("
+        )
+
+    def test_a_second_render_rewrites_nothing_and_removes_only_its_own_stale_files(
+        self, tmp_path: Path
+    ) -> None:
+        target = tmp_path / "out"
+        assert run("render", "-o", f"{target}/")[0] == EXIT_OK
+        stale = target / "nodepool_v100-spot.yaml"
+        stale.write_text((target / "nodepool_a100-spot.yaml").read_text())
+        theirs = target / "kustomization.yaml"
+        theirs.write_text("resources: []\n")
+        notes = target / "README.md"
+        notes.write_text("rendered by CI\n")
+        code, _, err = run("render", "-o", str(target))
+        assert code == EXIT_OK
+        assert "one file each: 0 written, 35 unchanged, 1 of an earlier render removed" in err
+        assert not stale.exists()
+        assert theirs.read_text() == "resources: []\n"
+        assert notes.exists()
+
+    def test_a_changed_target_rewrites_only_the_files_that_change(self, tmp_path: Path) -> None:
+        target = tmp_path / "out"
+        assert run("render", "-o", f"{target}/")[0] == EXIT_OK
+        code, _, err = run("render", "-o", str(target), "--on-demand", "a100=64")
+        assert code == EXIT_OK
+        # The a100 NodePools and the ClusterQueues of projects with a100 spot quota.
+        assert "one file each: 7 written, 28 unchanged" in err
+
+    @pytest.mark.parametrize(
+        "output",
+        [
+            pytest.param("{file}/out/", id="a directory under a file"),
+            pytest.param("{file}/out.yaml", id="a file under a file"),
+            pytest.param("{file}/", id="a file given as a directory"),
+        ],
+    )
+    def test_a_path_that_cannot_be_written_is_an_error_not_a_traceback(
+        self, tmp_path: Path, output: str
+    ) -> None:
+        blocking = tmp_path / "rendered.yaml"
+        blocking.write_text("kept\n")
+        target = output.format(file=blocking)
+        code, out, err = run("render", "-o", target)
+        assert (code, out) == (EXIT_INVALID, "")
+        assert err == (
+            f"render: cannot write {Path(target)}: {blocking} is a file, not a directory\n"
+        )
+        assert blocking.read_text() == "kept\n"
+
+
+class TestRenderClampNotes:
+    @pytest.mark.parametrize(
+        ("argv", "want"),
+        [
+            pytest.param(
+                ["--on-demand", "a100=999"],
+                "--on-demand a100=999: rendering 124 on-demand GPUs instead: above the pool's "
+                "quota (124 GPUs: projects' nominal quotas plus tier reservations); on-demand "
+                "GPUs beyond it would have no quota to use them\n",
+                id="above the pool's quota",
+            ),
+            pytest.param(
+                ["--on-demand", "a100=4"],
+                "--on-demand a100=4: rendering 16 on-demand GPUs instead: below the pool's "
+                "on-demand floor (onDemand.floorGpus: 16)\n",
+                id="below the floor",
+            ),
+            pytest.param(["--on-demand", "a100=64"], "", id="within the bounds: no note"),
+        ],
+    )
+    def test_a_clamped_target_is_said_on_stderr(self, argv: list[str], want: str) -> None:
+        code, out, err = run("render", *argv)
+        assert code == EXIT_OK
+        assert err == want
+        assert out.startswith("---\n")

@@ -85,9 +85,7 @@ def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(
     assert time.monotonic() - started < 1.0
     assert read == []
     assert errors == [
-        PolicyError(
-            str(big), "file", "", "-", f"file is {size} bytes, over the limit of {MAX_FILE_BYTES}"
-        )
+        PolicyError.in_file(str(big), f"file is {size} bytes, over the limit of {MAX_FILE_BYTES}")
     ]
 
 
@@ -99,7 +97,7 @@ def test_an_oversized_file_is_reported_with_the_errors_of_the_readable_ones(
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(project_doc(tier="gold")))
     big = sparse_file(tmp_path / "generated.yaml", MAX_FILE_BYTES + 1)
     assert [(e.origin, e.path, e.message.split(";")[0]) for e in errors_of(tmp_path)] == [
-        (str(big), "-", f"file is {MAX_FILE_BYTES + 1} bytes, over the limit of {MAX_FILE_BYTES}"),
+        (str(big), "", f"file is {MAX_FILE_BYTES + 1} bytes, over the limit of {MAX_FILE_BYTES}"),
         (str(tmp_path / "vision.yaml"), "spec.tier", "unknown tier 'gold'"),
     ]
 
@@ -109,7 +107,7 @@ def test_the_cli_refuses_an_oversized_file_naming_it_and_the_limit(tmp_path: Pat
     code, out, err = validate(big)
     assert (code, out) == (EXIT_INVALID, "")
     assert err.splitlines() == [
-        f"{big}: file: -: file is {5 * 1024 * 1024} bytes, over the limit of {MAX_FILE_BYTES}",
+        f"{big}: file is {5 * 1024 * 1024} bytes, over the limit of {MAX_FILE_BYTES}",
         f"{big}: 1 error",
     ]
 
@@ -138,7 +136,7 @@ def test_more_documents_than_the_limit_are_refused_and_the_cli_says_so_first(
     lines = err.splitlines()
     assert (code, out) == (EXIT_INVALID, "")
     assert lines[0] == (
-        f"{directory}: policy: -: {MAX_DOCUMENTS + 1} documents, over the limit of {MAX_DOCUMENTS}"
+        f"{directory}: {MAX_DOCUMENTS + 1} documents, over the limit of {MAX_DOCUMENTS}"
     )
     assert lines[-1] == f"{directory}: {len(lines) - 1} errors"
     # About 3 s on the build machine; the bound only catches a quadratic slip.
@@ -194,7 +192,7 @@ def test_a_deeply_nested_document_is_refused_with_an_error_naming_the_depth(
     started = time.monotonic()
     errors = [e for e in errors_of(tmp_path) if e.origin.startswith(str(deep))]
     assert time.monotonic() - started < 5
-    assert [(e.kind, e.path) for e in errors] == [("file", "-")], errors
+    assert [(e.kind, e.path) for e in errors] == [("", "")], errors
     assert "nest" in errors[0].message or "deep" in errors[0].message
     assert str(MAX_DEPTH) in errors[0].message
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,7 +24,8 @@ from controller.api import types
 from controller.api.introspect import Kind, fields_of, item_hint, kind_of, rules_of, to_json
 from controller.api.loader import load_path, load_policy_set
 from controller.api.parse import FieldError, parse_object
-from controller.api.policy_set import InvalidPolicyError, PolicyError
+from controller.api.policy_set import InvalidPolicyError, PolicyError, PolicyWarning
+from controller.api.semantics import policy_warnings
 from controller.api.types import CapacityPolicySpec, TrainingProjectSpec
 from tests.builders import DELETE, policy_doc, pool_doc, project_doc, set_path
 
@@ -755,12 +757,13 @@ CASES = [
         ),
         [
             project_error(
-                "spec.namespaces[0]",
-                "namespace 'shared' already belongs to project 'speech'",
-                name="vision",
+                "spec.namespaces[1]",
+                "namespace 'shared' already belongs to project 'vision' (in vision.yaml)",
+                name="speech",
             )
         ],
-        id="two projects claim one namespace, and the second in name order is blamed",
+        id="two projects claim one namespace, and the one loaded second is blamed, not the "
+        "second in name order",
     ),
     pytest.param(
         project_with("spec.deadlines", deadline(schedule="0 25 * * *")),
@@ -837,12 +840,12 @@ CASES = [
     ),
     pytest.param(
         [(POLICY_ORIGIN, policy_doc()), (PROJECT_ORIGIN, ["vision"])],
-        [("document", "", "-", "must be a YAML mapping")],
+        [("", "", "", 'the document must be a YAML mapping, got array ["vision"]')],
         id="a document that is a list, not a mapping",
     ),
     pytest.param(
         [(POLICY_ORIGIN, policy_doc()), (PROJECT_ORIGIN, "TrainingProject vision")],
-        [("document", "", "-", "must be a YAML mapping")],
+        [("", "", "", 'the document must be a YAML mapping, got string "TrainingProject vision"')],
         id="a document that is a bare string",
     ),
     pytest.param(
@@ -862,12 +865,12 @@ CASES = [
     ),
     pytest.param(
         [(PROJECT_ORIGIN, project_doc())],
-        [("CapacityPolicy", "", "-", NO_POLICY)],
+        [("", "", "", NO_POLICY)],
         id="projects without a CapacityPolicy",
     ),
     pytest.param(
         [],
-        [("CapacityPolicy", "", "-", NO_POLICY)],
+        [("", "", "", NO_POLICY)],
         id="no documents at all",
     ),
     pytest.param(
@@ -1010,6 +1013,14 @@ def test_errors_in_different_objects_are_all_reported_in_one_raise() -> None:
                 "spec.pools[0].gpusPerNode",
                 "must be greater than or equal to 1, got 0",
             ),
+            # Two policy documents, each with a schema error: that there are two is an error too.
+            PolicyError(
+                "policy.yaml",
+                "CapacityPolicy",
+                "fleet",
+                "metadata.name",
+                "only one CapacityPolicy is supported (another is in policy.yaml)",
+            ),
             PolicyError(
                 "projects.yaml#1",
                 "TrainingProject",
@@ -1024,7 +1035,9 @@ def test_errors_in_different_objects_are_all_reported_in_one_raise() -> None:
                 "spec.namespaces",
                 "must have at least 1 item",
             ),
-            PolicyError("projects.yaml#3", "document", "", "-", "must be a YAML mapping"),
+            PolicyError.in_file(
+                "projects.yaml#3", 'the document must be a YAML mapping, got string "not an object"'
+            ),
         ]
     )
 
@@ -1057,7 +1070,7 @@ def test_cross_object_errors_are_reported_alongside_schema_errors_of_other_proje
             "TrainingProject",
             "gamma",
             "spec.namespaces[0]",
-            "namespace 'alpha' already belongs to project 'alpha'",
+            "namespace 'alpha' already belongs to project 'alpha' (in a.yaml)",
         ),
         PolicyError(
             "d.yaml",
@@ -1067,6 +1080,137 @@ def test_cross_object_errors_are_reported_alongside_schema_errors_of_other_proje
             "must be greater than or equal to 0, got -4",
         ),
     ]
+
+
+# --------------------------------------------------------------------------- duplicates
+
+BAD_TIER_TYPE = set_path(project_doc(namespaces=["vision-2"]), "spec.tier", 7)
+TIER_TYPE_ERROR = "must be a string, got integer 7"
+
+
+def duplicate(origin: str, first: str, name: str = "vision") -> PolicyError:
+    return PolicyError(
+        origin,
+        "TrainingProject",
+        name,
+        "metadata.name",
+        f"duplicate TrainingProject (also in {first})",
+    )
+
+
+def tier_type_error(origin: str) -> PolicyError:
+    return PolicyError(origin, "TrainingProject", "vision", "spec.tier", TIER_TYPE_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("docs", "expected"),
+    [
+        pytest.param(
+            [
+                (POLICY_ORIGIN, policy_doc()),
+                ("team-a.yaml", BAD_TIER_TYPE),
+                ("team-b.yaml", project_doc()),
+            ],
+            [tier_type_error("team-a.yaml"), duplicate("team-b.yaml", "team-a.yaml")],
+            id="the first of two same-named projects has a type error",
+        ),
+        pytest.param(
+            [
+                (POLICY_ORIGIN, policy_doc()),
+                ("team-a.yaml", project_doc()),
+                ("team-b.yaml", BAD_TIER_TYPE),
+            ],
+            [tier_type_error("team-b.yaml"), duplicate("team-b.yaml", "team-a.yaml")],
+            id="the second of two same-named projects has a type error",
+        ),
+        pytest.param(
+            [
+                (POLICY_ORIGIN, policy_doc()),
+                ("team-a.yaml", BAD_TIER_TYPE),
+                ("team-b.yaml", BAD_TIER_TYPE),
+            ],
+            [
+                tier_type_error("team-a.yaml"),
+                tier_type_error("team-b.yaml"),
+                duplicate("team-b.yaml", "team-a.yaml"),
+            ],
+            id="both same-named projects have a type error",
+        ),
+        pytest.param(
+            [
+                (POLICY_ORIGIN, policy_doc()),
+                ("team-a.yaml", project_doc()),
+                ("team-b.yaml", project_doc(namespaces=["vision-2"])),
+                ("team-c.yaml", project_doc(namespaces=["vision-3"])),
+            ],
+            [
+                duplicate("team-b.yaml", "team-a.yaml"),
+                duplicate("team-c.yaml", "team-a.yaml"),
+            ],
+            id="three projects share a name: both later ones are blamed, naming the first",
+        ),
+        pytest.param(
+            [
+                ("a.yaml", set_path(policy_doc(), "spec.tiers[0].priority", "high")),
+                ("b.yaml", set_path(policy_doc(), "metadata.name", "other")),
+                (PROJECT_ORIGIN, project_doc()),
+            ],
+            [
+                PolicyError(
+                    "a.yaml",
+                    "CapacityPolicy",
+                    "fleet",
+                    "spec.tiers[0].priority",
+                    'must be an integer, got string "high"',
+                ),
+                PolicyError(
+                    "b.yaml",
+                    "CapacityPolicy",
+                    "other",
+                    "metadata.name",
+                    "only one CapacityPolicy is supported (another is in a.yaml)",
+                ),
+            ],
+            id="a second CapacityPolicy is reported when the first has a type error",
+        ),
+        pytest.param(
+            [
+                (POLICY_ORIGIN, policy_doc()),
+                ("zeta.yaml", project_doc("zeta", namespaces=["shared", "zeta"])),
+                ("alpha.yaml", project_doc("alpha", namespaces=["alpha", "shared"])),
+                ("beta.yaml", project_doc("beta", namespaces=["zeta", "shared"])),
+            ],
+            [
+                PolicyError(
+                    "alpha.yaml",
+                    "TrainingProject",
+                    "alpha",
+                    "spec.namespaces[1]",
+                    "namespace 'shared' already belongs to project 'zeta' (in zeta.yaml)",
+                ),
+                PolicyError(
+                    "beta.yaml",
+                    "TrainingProject",
+                    "beta",
+                    "spec.namespaces[0]",
+                    "namespace 'zeta' already belongs to project 'zeta' (in zeta.yaml)",
+                ),
+                PolicyError(
+                    "beta.yaml",
+                    "TrainingProject",
+                    "beta",
+                    "spec.namespaces[1]",
+                    "namespace 'shared' already belongs to project 'zeta' (in zeta.yaml)",
+                ),
+            ],
+            id="namespaces are blamed on the projects that claim them later in load order",
+        ),
+    ],
+)
+def test_every_duplicate_is_reported_on_the_document_that_adds_it(
+    docs: Docs, expected: list[PolicyError]
+) -> None:
+    assert sorted(raised(docs)) == sorted(expected)
 
 
 # --------------------------------------------------------------------------- round trip
@@ -1247,10 +1391,13 @@ def test_a_yaml_syntax_error_is_reported_at_its_file_line_and_column(tmp_path: P
         spec: {}
         """,
     )
-    errors = path_errors(tmp_path)
-    assert [(e.kind, e.name, e.path) for e in errors] == [("file", "", "-")]
-    assert errors[0].origin == f"{broken}:4:5"
-    assert errors[0].message.startswith("invalid YAML: ")
+    assert path_errors(tmp_path) == [
+        PolicyError.in_file(
+            f"{broken}:4:5",
+            "invalid YAML: expected ',' or '}', but got ':' "
+            "(the flow mapping started at line 3, column 11)",
+        )
+    ]
 
 
 def test_a_key_written_twice_in_one_mapping_is_an_error(tmp_path: Path) -> None:
@@ -1270,7 +1417,7 @@ def test_a_key_written_twice_in_one_mapping_is_an_error(tmp_path: Path) -> None:
         """,
     )
     assert path_errors(tmp_path) == [
-        PolicyError(f"{duplicated}:9:3", "file", "", "-", "invalid YAML: duplicate key 'tier'")
+        PolicyError.in_file(f"{duplicated}:9:3", "invalid YAML: duplicate key 'tier'")
     ]
 
 
@@ -1333,13 +1480,186 @@ def test_hidden_directories_and_kustomization_files_are_not_policy(tmp_path: Pat
 
 def test_a_missing_path_is_reported(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    assert PolicyError(str(missing), "file", "", "-", "no such file or directory") in (
-        path_errors(missing)
-    )
+    assert PolicyError.in_file(str(missing), "no such file or directory") in path_errors(missing)
 
 
 def test_a_missing_path_is_the_only_error_reported(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    assert path_errors(missing) == [
-        PolicyError(str(missing), "file", "", "-", "no such file or directory")
+    assert path_errors(missing) == [PolicyError.in_file(str(missing), "no such file or directory")]
+
+
+# ------------------------------------------------------------------- files a loader cannot use
+
+
+def test_a_dangling_symbolic_link_is_named_not_skipped(tmp_path: Path) -> None:
+    """A copied example whose links point nowhere must say so, not "no CapacityPolicy found"."""
+    (tmp_path / "policy.yaml").symlink_to("../../controller/examples/policy.yaml")
+    write_documents(tmp_path / "projects.yaml", project_doc())
+    assert path_errors(tmp_path) == [
+        PolicyError.in_file(str(tmp_path), NO_POLICY),
+        PolicyError.in_file(
+            str(tmp_path / "policy.yaml"),
+            "cannot read: a symbolic link to ../../controller/examples/policy.yaml, "
+            "which does not exist",
+        ),
     ]
+
+
+def test_a_dangling_link_given_as_the_path_is_named(tmp_path: Path) -> None:
+    link = tmp_path / "policy.yaml"
+    link.symlink_to(tmp_path / "gone.yaml")
+    assert path_errors(link) == [
+        PolicyError.in_file(
+            str(link),
+            f"cannot read: a symbolic link to {tmp_path / 'gone.yaml'}, which does not exist",
+        )
+    ]
+
+
+def test_a_link_to_a_real_file_is_read(tmp_path: Path) -> None:
+    write_documents(tmp_path / "real" / "policy.yaml", policy_doc(), project_doc())
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "policy.yaml").symlink_to(tmp_path / "real" / "policy.yaml")
+    assert [p.name for p in load_path(tmp_path / "policy").projects] == ["vision"]
+
+
+def test_a_directory_without_policy_files_says_so(tmp_path: Path) -> None:
+    write(tmp_path / "README.md", "# policies go here\n")
+    assert path_errors(tmp_path) == [
+        PolicyError.in_file(str(tmp_path), "no policy files (*.yaml, *.yml) in this directory")
+    ]
+
+
+def test_no_capacity_policy_is_reported_against_the_path_read(tmp_path: Path) -> None:
+    write_documents(tmp_path / "projects.yaml", project_doc())
+    (error,) = path_errors(tmp_path)
+    assert str(error) == f"{tmp_path}: {NO_POLICY}"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        pytest.param(
+            """
+            apiVersion: quartermaster.dev/v1alpha1
+            kind: TrainingProject
+            metadata:
+              name: vision
+            spec:
+              tier: production
+              namespaces: [vision,
+                vision-eval
+              quotas: [{pool: a100, nominalGpus: 16}]
+            """,
+            "9:9",
+            "expected ',' or ']', but got ':' (the flow sequence started at line 7, column 15)",
+            id="an unclosed [ is found two lines later and shown where it began",
+        ),
+        pytest.param(
+            "metadata: {name: vision\nspec: {}\n",
+            "2:5",
+            "expected ',' or '}', but got ':' (the flow mapping started at line 1, column 11)",
+            id="an unclosed { is shown where it began",
+        ),
+        pytest.param(
+            'kind: "TrainingProject\n',
+            "2:1",
+            "found unexpected end of stream (the quoted scalar started at line 1, column 7)",
+            id="an unclosed quote is shown where it began",
+        ),
+        pytest.param(
+            "kind: TrainingProject: x\n",
+            "1:22",
+            "mapping values are not allowed here",
+            id="an error PyYAML gives no context for has no parenthesis",
+        ),
+    ],
+)
+def test_a_yaml_error_shows_where_it_was_found_and_where_its_construct_began(
+    tmp_path: Path, text: str, where: str, message: str
+) -> None:
+    broken = write(tmp_path / "projects.yaml", text)
+    (error,) = path_errors(broken)
+    assert str(error) == f"{broken}:{where}: invalid YAML: {message}"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(PolicyError.in_file("p.yaml", "cannot read: x"), id="a file"),
+        pytest.param(PolicyError.in_file("p.yaml:3:1", "invalid YAML: y"), id="a YAML error"),
+        pytest.param(PolicyError.in_file("p.yaml#2", "the document z"), id="a document"),
+    ],
+)
+def test_file_level_errors_print_no_placeholders(error: PolicyError) -> None:
+    text = str(error)
+    assert text == f"{error.origin}: {error.message}"
+    assert ": -" not in text and ": file" not in text and ": policy" not in text
+
+
+# --------------------------------------------------------------------------- warnings
+
+WARNING_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("deadlines", "expected"),
+    [
+        pytest.param(
+            deadline(at="2025-05-01T00:00:00Z"),
+            [
+                PolicyWarning(
+                    PROJECT_ORIGIN,
+                    "TrainingProject",
+                    "vision",
+                    "spec.deadlines[0].at",
+                    "deadline 'launch' (2025-05-01T00:00:00Z) passed 572d12h ago; "
+                    "move or remove it",
+                )
+            ],
+            id="a one-off deadline in the past",
+        ),
+        pytest.param(
+            [
+                {"name": "nightly", "schedule": "0 6 * * *"},
+                {"name": "demo", "at": "2026-11-24T11:30:00+01:00"},
+            ],
+            [
+                PolicyWarning(
+                    PROJECT_ORIGIN,
+                    "TrainingProject",
+                    "vision",
+                    "spec.deadlines[1].at",
+                    "deadline 'demo' (2026-11-24T10:30:00Z) passed 1h30m ago; move or remove it",
+                )
+            ],
+            id="the second deadline passed, written with an offset",
+        ),
+        pytest.param(
+            deadline(at="2026-11-24T12:00:00Z"),
+            [
+                PolicyWarning(
+                    PROJECT_ORIGIN,
+                    "TrainingProject",
+                    "vision",
+                    "spec.deadlines[0].at",
+                    "deadline 'launch' (2026-11-24T12:00:00Z) passed 0m ago; move or remove it",
+                )
+            ],
+            id="a deadline exactly now has passed",
+        ),
+        pytest.param(deadline(at="2026-11-24T12:00:01Z"), [], id="a deadline a second ahead"),
+        pytest.param(deadline(schedule="0 6 * * *"), [], id="a recurring deadline never passes"),
+        pytest.param([], [], id="no deadlines"),
+    ],
+)
+def test_a_past_one_off_deadline_is_a_warning(
+    deadlines: list[dict[str, Any]], expected: list[PolicyWarning]
+) -> None:
+    policy_set = load_policy_set(project_with("spec.deadlines", deadlines))
+    assert policy_warnings(policy_set, now=WARNING_NOW) == expected
+
+
+def test_a_warning_prints_as_a_located_line_marked_warning() -> None:
+    warning = PolicyWarning("p.yaml#2", "TrainingProject", "vision", "spec.deadlines[0].at", "m")
+    assert str(warning) == "p.yaml#2: TrainingProject/vision: spec.deadlines[0].at: warning: m"

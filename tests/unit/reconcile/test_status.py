@@ -17,23 +17,34 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from controller import names
 from controller.api.loader import load_policy_set
+from controller.api.policy_set import PolicyError
+from controller.api.types import Deadline
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
+from controller.kube import kinds
+from controller.reconcile.reconciler import projects_with_objects, unserved_kinds
 from controller.reconcile.status import (
-    format_duration,
+    PolicyOutcome,
+    ProjectOutcome,
+    invalid_spec_message,
+    policy_status,
     pool_states,
     pool_status_entries,
     project_capacity_status,
     status_changed,
 )
+from controller.reconcile.status import project_status as make_project_status
 from controller.render.capacity import PoolTarget
 from controller.render.desired import render
+from controller.timestamps import format_duration
 from tests.builders import policy_doc, pool_doc, project_doc
 
 Doc = dict[str, Any]
@@ -577,3 +588,194 @@ def test_status_changed_on_an_object_without_status() -> None:
     assert not status_changed({"status": {}}, {})
     status = project_status()
     assert not status_changed({"status": copy.deepcopy(status)}, status)
+
+
+# ------------------------------------------------------------------------ conditions tell the truth
+
+INVALID_TIER = PolicyError("cluster", "TrainingProject", "vision", "spec.tier", "unknown tier 'x'")
+CREATED = "2027-01-15T06:00:00Z"
+
+
+def conditions_of(status: Doc) -> dict[str, Doc]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def new_project(**outcome: Any) -> dict[str, Doc]:
+    """The conditions project_status writes on a project seen for the first time."""
+    fields: dict[str, Any] = {"errors": (), "policy_valid": True, "quotas": ()} | outcome
+    live: Doc = {"metadata": {"name": "vision", "generation": 1}}
+    return conditions_of(make_project_status(live, ProjectOutcome(**fields), now=NOW_DT))
+
+
+NOW_DT = datetime.fromtimestamp(FIXED_NOW, UTC)
+
+
+@pytest.mark.parametrize(
+    ("applied_before", "want_tail"),
+    [
+        pytest.param(True, "; the objects applied before are kept", id="a project with objects"),
+        pytest.param(
+            False, "; nothing has been applied for this project yet", id="a new invalid project"
+        ),
+    ],
+)
+def test_an_invalid_project_says_whether_anything_was_kept(
+    applied_before: bool, want_tail: str
+) -> None:
+    valid = new_project(errors=(INVALID_TIER,), applied_before=applied_before)["Valid"]
+    assert (valid["status"], valid["reason"]) == ("False", "Invalid")
+    assert valid["message"] == "spec.tier: unknown tier 'x'" + want_tail
+    assert (
+        invalid_spec_message((INVALID_TIER,), applied_before=applied_before) == (valid["message"])
+    )
+
+
+def deadline_at(name: str, at: str) -> Deadline:
+    return Deadline(name=name, at=datetime.fromisoformat(at))
+
+
+@pytest.mark.parametrize(
+    ("passed", "want"),
+    [
+        pytest.param(None, None, id="a spec that cannot be read: no condition"),
+        pytest.param((), ("True", "NonePassed", ""), id="no one-off deadline has passed"),
+        pytest.param(
+            (deadline_at("launch", "2025-05-01T00:00:00+00:00"),),
+            (
+                "False",
+                "DeadlinePassed",
+                "one-off deadlines already passed: launch (2025-05-01T00:00:00Z); capacity "
+                "bought now cannot help them, so they no longer drive decisions: move or "
+                "remove them",
+            ),
+            id="one passed deadline, named with its time",
+        ),
+        pytest.param(
+            (
+                deadline_at("launch", "2025-05-01T00:00:00+00:00"),
+                deadline_at("demo", "2026-12-24T10:00:00+02:00"),
+            ),
+            (
+                "False",
+                "DeadlinePassed",
+                "one-off deadlines already passed: launch (2025-05-01T00:00:00Z), demo "
+                "(2026-12-24T08:00:00Z); capacity bought now cannot help them, so they no "
+                "longer drive decisions: move or remove them",
+            ),
+            id="two passed deadlines, in UTC",
+        ),
+    ],
+)
+def test_deadlines_current(
+    passed: tuple[Deadline, ...] | None, want: tuple[str, str, str] | None
+) -> None:
+    got = new_project(passed_deadlines=passed).get("DeadlinesCurrent")
+    assert (None if got is None else (got["status"], got["reason"], got["message"])) == want
+
+
+def test_a_passed_deadline_writes_status_once_not_every_pass() -> None:
+    """The message names the time, not how long ago, so a later pass computes the same status."""
+    live: Doc = {"metadata": {"name": "vision", "generation": 1}}
+    outcome = ProjectOutcome(
+        errors=(),
+        policy_valid=True,
+        quotas=(),
+        passed_deadlines=(deadline_at("launch", "2025-05-01T00:00:00+00:00"),),
+    )
+    first = make_project_status(live, outcome, now=NOW_DT)
+    later = make_project_status({**live, "status": first}, outcome, now=NOW_DT + timedelta(hours=5))
+    assert not status_changed({"status": first}, later)
+
+
+def policy_conditions(
+    *, errors: tuple[PolicyError, ...], unserved: tuple[str, ...]
+) -> dict[str, Doc]:
+    live: Doc = {"metadata": {"name": "fleet", "generation": 1}}
+    outcome = PolicyOutcome(errors=errors, projects=1, mix=(), unserved=unserved, kept=())
+    return conditions_of(policy_status(live, outcome, now=NOW_DT))
+
+
+INVALID_POLICY = PolicyError("cluster", "CapacityPolicy", "fleet", "spec.pools[0].maxGpus", "x")
+
+
+@pytest.mark.parametrize(
+    ("errors", "unserved", "want"),
+    [
+        pytest.param((), (), ("True", "AllServed", ""), id="a valid policy, every kind served"),
+        pytest.param(
+            (),
+            ("apps/v1 Deployment",),
+            ("False", "NotServed", "not served by this cluster, not applied: apps/v1 Deployment"),
+            id="a valid policy renders a kind the cluster does not serve",
+        ),
+        pytest.param(
+            (INVALID_POLICY,),
+            ("apps/v1 Deployment",),
+            (
+                "False",
+                "NotServed",
+                "not served by this cluster: apps/v1 Deployment (the policy is invalid, so "
+                "nothing is rendered; these are the kinds the controller writes that the "
+                "cluster lacks)",
+            ),
+            id="an invalid policy does not claim AllServed when discovery lacks a kind",
+        ),
+        pytest.param(
+            (INVALID_POLICY,),
+            (),
+            ("True", "AllServed", ""),
+            id="an invalid policy on a cluster that serves every kind",
+        ),
+    ],
+)
+def test_kinds_served(
+    errors: tuple[PolicyError, ...], unserved: tuple[str, ...], want: tuple[str, str, str]
+) -> None:
+    served = policy_conditions(errors=errors, unserved=unserved)["KindsServed"]
+    assert (served["status"], served["reason"], served["message"]) == want
+
+
+@pytest.mark.parametrize(
+    ("served", "want"),
+    [
+        pytest.param(
+            frozenset(k.group_version for k in kinds.MANAGED_KINDS), (), id="everything served"
+        ),
+        pytest.param(
+            frozenset(k.group_version for k in kinds.MANAGED_KINDS) - {"apps/v1"},
+            ("apps/v1 Deployment",),
+            id="the CRD-only test server: no apps/v1",
+        ),
+        pytest.param(
+            frozenset(),
+            (
+                "apps/v1 Deployment",
+                "karpenter.sh/v1 NodePool",
+                "keda.sh/v1alpha1 ScaledObject",
+                "kueue.x-k8s.io/v1beta2 ClusterQueue",
+                "kueue.x-k8s.io/v1beta2 Cohort",
+                "kueue.x-k8s.io/v1beta2 LocalQueue",
+                "kueue.x-k8s.io/v1beta2 ResourceFlavor",
+                "kueue.x-k8s.io/v1beta2 WorkloadPriorityClass",
+                "scheduling.k8s.io/v1 PriorityClass",
+            ),
+            id="a bare cluster",
+        ),
+    ],
+)
+def test_unserved_kinds_from_discovery(served: frozenset[str], want: tuple[str, ...]) -> None:
+    assert unserved_kinds(served) == want
+
+
+def test_projects_with_objects_are_read_from_the_project_label() -> None:
+    def obj(kind: str, name: str, project: str | None) -> Doc:
+        labels = {names.LABEL_PROJECT: project} if project else {}
+        return {"kind": kind, "metadata": {"name": name, "labels": labels}}
+
+    managed = [
+        obj("ClusterQueue", "vision", "vision"),
+        obj("LocalQueue", "vision", "vision"),
+        obj("NodePool", "a100-spot", None),
+        obj("ClusterQueue", "nlp", "nlp"),
+    ]
+    assert projects_with_objects(managed) == frozenset({"vision", "nlp"})

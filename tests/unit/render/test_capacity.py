@@ -26,8 +26,10 @@ from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
 from controller.render import desired
 from controller.render.capacity import (
+    Clamp,
     FlavorQuota,
     PoolDemand,
+    clamped_targets,
     pool_demands,
     resolve_mix,
     split_quotas,
@@ -274,6 +276,112 @@ def test_resolve_mix(
     want_mix: tuple[PoolMix, ...],
 ) -> None:
     assert resolve_mix(load(policy, *projects), targets) == want_mix
+
+
+FLOOR = "below the pool's on-demand floor (onDemand.floorGpus: 8)"
+CEILING = "above the pool's on-demand ceiling (onDemand.ceilingGpus: 64)"
+
+
+def above_quota(total: int) -> str:
+    return (
+        f"above the pool's quota ({total} GPUs: projects' nominal quotas plus tier "
+        "reservations); on-demand GPUs beyond it would have no quota to use them"
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "projects", "targets", "want"),
+    [
+        pytest.param(
+            policy_doc(),
+            [project_doc()],
+            {"a100": 12},
+            [],
+            id="a target between the bounds is not clamped",
+        ),
+        pytest.param(
+            policy_doc(),
+            [project_doc()],
+            {"a100": 2},
+            [Clamp("a100", 2, 8, FLOOR)],
+            id="below the floor: raised to the floor",
+        ),
+        pytest.param(
+            policy_doc(),
+            [project_doc(quotas=quota(100))],
+            {"a100": 90},
+            [Clamp("a100", 90, 64, CEILING)],
+            id="above the ceiling, within the quota: lowered to the ceiling",
+        ),
+        pytest.param(
+            policy_doc(),
+            [project_doc()],
+            {"a100": 999},
+            [Clamp("a100", 999, 16, above_quota(16))],
+            id="above the quota, which is below the ceiling: lowered to the quota",
+        ),
+        pytest.param(
+            policy_doc(tiers=tiers()),
+            [project_doc(tier="secure", quotas=quota(24))],
+            {"a100": 10},
+            [
+                Clamp(
+                    "a100",
+                    10,
+                    24,
+                    "below the 24 GPUs of quota that cannot run on spot (tier reservations, "
+                    "and projects or tiers that do not allow spot)",
+                )
+            ],
+            id="below what cannot run on spot, which is above the floor: raised to it",
+        ),
+        pytest.param(
+            policy_doc(pools=[pool_doc(onDemand={"floorGpus": 32, "ceilingGpus": 64})]),
+            [project_doc()],
+            {"a100": 40},
+            [
+                Clamp(
+                    "a100",
+                    40,
+                    32,
+                    "the pool's quota (16 GPUs) is below its lower bound (32: the on-demand "
+                    "floor, or quota that cannot run on spot), which wins",
+                )
+            ],
+            id="a floor above the quota wins over the quota",
+        ),
+        pytest.param(
+            policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 12}]}),
+            [project_doc()],
+            {"a100": 8},
+            [
+                Clamp(
+                    "a100",
+                    8,
+                    12,
+                    "the policy's override is Manual and sets 12 for this pool "
+                    "(spec.override.onDemandGpus)",
+                )
+            ],
+            id="a Manual override wins over the target",
+        ),
+        pytest.param(
+            policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 12}]}),
+            [project_doc()],
+            {"a100": 12},
+            [],
+            id="a target equal to the Manual override is no clamp",
+        ),
+    ],
+)
+def test_clamped_targets_say_which_bound_moved_them(
+    policy: Doc, projects: list[Doc], targets: dict[str, int], want: list[Clamp]
+) -> None:
+    policy_set = load(policy, *projects)
+    assert clamped_targets(policy_set, targets) == want
+    # The explanation agrees with the mix actually rendered.
+    mix = {m.pool: m.on_demand_gpus for m in resolve_mix(policy_set, targets)}
+    assert all(mix[c.pool] == c.used for c in want)
 
 
 # --------------------------------------------------------------------------- split_quotas
