@@ -25,6 +25,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from controller import names
 from controller.api.types import PrometheusSettings
 from controller.decide.observation import History
 
@@ -72,7 +73,7 @@ def connect(settings: PrometheusSettings) -> PrometheusConnect:
     The token is read from its file on every connection (it may be rotated) and is never
     logged.
     """
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = {"User-Agent": names.USER_AGENT}
     if settings.bearer_token_file:
         token = Path(settings.bearer_token_file).read_text(encoding="utf-8").strip()
         headers["Authorization"] = f"Bearer {token}"

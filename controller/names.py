@@ -6,8 +6,16 @@ refer to these; spelling one of them twice is how a controller starts orphaning 
 
 from __future__ import annotations
 
+from controller import __version__
+
 DOMAIN = "quartermaster.dev"
 FIELD_MANAGER = "quartermaster"
+# Fields we set only at creation (a warm pool's starting replicas) are shared with this manager
+# right after the create, so our later applies can leave them to the autoscaler.
+INITIAL_FIELD_MANAGER = "quartermaster-initial"
+# On every request: the API server names the manager of a write without a fieldManager (Event
+# and Lease creates and updates) after it, and audit logs show it.
+USER_AGENT = f"quartermaster/{__version__}"
 DEFAULT_NAMESPACE = "quartermaster-system"
 
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -35,6 +35,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from controller import names
 from controller.kube.kinds import Kind
 
 log = structlog.get_logger(__name__)
@@ -153,6 +154,9 @@ class KubeClient:
         request_timeout: float = 30.0,
     ) -> None:
         self.api_client = api_client
+        # Not the generated client's "OpenAPI-Generator/...": the server names the manager of
+        # every write without a fieldManager after this, and audit logs show it.
+        self.api_client.user_agent = names.USER_AGENT
         self.retry = retry or RetryPolicy()
         self.request_timeout = request_timeout
         self.stats = RequestStats()

@@ -92,6 +92,8 @@ class ReconcileResult:
     updated: int = 0
     pruned: int = 0
     status_writes: int = 0
+    handed_over: int = 0
+    """Applies sharing create-only fields (a warm pool's starting replicas) with KEDA's side."""
     kept: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     """Objects the API server refused (a permanent error), as "Kind/name: reason"."""
@@ -105,7 +107,14 @@ class ReconcileResult:
 
     @property
     def writes(self) -> int:
-        return self.created + self.updated + self.pruned + self.status_writes + self.boosts_written
+        return (
+            self.created
+            + self.updated
+            + self.pruned
+            + self.status_writes
+            + self.boosts_written
+            + self.handed_over
+        )
 
 
 def _finished(workload: Mapping[str, Any]) -> bool:
@@ -428,6 +437,7 @@ class Reconciler:
             updated=result.updated,
             pruned=result.pruned,
             status_writes=result.status_writes,
+            handed_over=result.handed_over,
             kept=len(result.kept),
             invalid=list(result.invalid),
             seconds=round(result.seconds, 3),
@@ -470,9 +480,19 @@ class Reconciler:
                 return False
             return True
 
+        # A create's hand-over follows it at once, before KEDA can act on the new Deployment;
+        # those of existing objects come before any update, whose apply would otherwise drop
+        # the fields they hold.
+        hand_overs = {ref(h): h for h in plan.hand_overs}
         for obj in plan.creates:
             if attempt(obj, partial(self._apply, obj)):
                 result.created += 1
+                handed = hand_overs.pop(ref(obj), None)
+                if handed is not None and attempt(handed, partial(self._hand_over, handed)):
+                    result.handed_over += 1
+        for handed in plan.live_hand_overs:
+            if attempt(handed, partial(self._hand_over, handed)):
+                result.handed_over += 1
         for update in plan.updates:
             if attempt(update.desired, partial(self._apply, update.desired)):
                 result.updated += 1
@@ -612,6 +632,9 @@ class Reconciler:
     def _apply(self, obj: KubeObject) -> None:
         kind = kinds.kind_of(obj)
         self.client.apply(kind, with_last_applied(obj), field_manager=names.FIELD_MANAGER)
+
+    def _hand_over(self, body: KubeObject) -> None:
+        self.client.apply(kinds.kind_of(body), body, field_manager=names.INITIAL_FIELD_MANAGER)
 
     # ------------------------------------------------------------------ status
     def _write_status(self, kind: kinds.Kind, live: KubeObject, status: dict[str, Any]) -> bool:

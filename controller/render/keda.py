@@ -5,6 +5,13 @@ node's GPUs at a priority below every workload and never preempting, so a real j
 placeholder and lands on a node that is already up. KEDA scales the Deployment from the
 controller's `quartermaster_warm_pool_target_gpus` through Prometheus; when Prometheus cannot
 be read, KEDA's fallback keeps the current replicas rather than scaling down on missing data.
+
+The Deployment is created with the pool's minimum in whole nodes as `replicas` (0 when
+`minGpus` is 0: a Deployment without `replicas` would start one placeholder, a node's worth of
+GPUs, before KEDA acts). After the create, `replicas` is KEDA's: the reconciler never applies
+it again (`reconcile.diff.CREATE_ONLY`). KEDA keeps the count between `minReplicaCount` (the
+same minimum) and `maxReplicaCount`, and scales to zero when the minimum is 0 and the target
+is 0.
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ def priority_classes(policy_set: PolicySet) -> list[KubeObject]:
     ]
 
 
+def min_replicas(pool: GpuPool) -> int:
+    """The warm-pool minimum in whole nodes: where the Deployment starts, and KEDA's floor."""
+    return ceil(pool.warm_pool.min_gpus / pool.gpus_per_node)
+
+
 def _pod_labels(pool: GpuPool) -> dict[str, str]:
     return {names.LABEL_COMPONENT: "warm-pool", names.LABEL_POOL: pool.name}
 
@@ -68,8 +80,9 @@ def deployments(policy_set: PolicySet, namespace: str) -> list[KubeObject]:
                     namespace=namespace,
                     labels=_pod_labels(pool),
                 ),
-                # No replicas: KEDA owns the scale, and a server-side apply must not fight it.
                 "spec": {
+                    # Set on create only; KEDA owns the scale afterwards (see the docstring).
+                    "replicas": min_replicas(pool),
                     "selector": {"matchLabels": _pod_labels(pool)},
                     "template": {
                         "metadata": {"labels": _pod_labels(pool)},
@@ -119,7 +132,7 @@ def scaled_objects(policy_set: PolicySet, namespace: str) -> list[KubeObject]:
     prometheus = policy_set.policy.spec.prometheus
     out = []
     for pool in _warm_pools(policy_set):
-        min_replicas = ceil(pool.warm_pool.min_gpus / pool.gpus_per_node)
+        floor = min_replicas(pool)
         trigger: dict[str, Any] = {
             "type": "prometheus",
             "name": "warm-pool-target",
@@ -153,13 +166,13 @@ def scaled_objects(policy_set: PolicySet, namespace: str) -> list[KubeObject]:
                         "kind": "Deployment",
                         "name": names.warm_pool_name(pool.name),
                     },
-                    "minReplicaCount": min_replicas,
+                    "minReplicaCount": floor,
                     "maxReplicaCount": max(1, ceil(pool.warm_pool.max_gpus / pool.gpus_per_node)),
                     "pollingInterval": POLLING_INTERVAL_SECONDS,
                     "cooldownPeriod": COOLDOWN_SECONDS,
                     "fallback": {
                         "failureThreshold": FALLBACK_FAILURES,
-                        "replicas": min_replicas,
+                        "replicas": floor,
                         "behavior": "currentReplicasIfHigher",
                     },
                     "triggers": [trigger],

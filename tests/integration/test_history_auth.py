@@ -26,6 +26,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
+from controller import __version__
 from controller.api.types import PrometheusSettings
 from controller.history import HistoryReader, redact_url
 from controller.kube import kinds
@@ -46,6 +47,7 @@ class AuthProxy:
     key: Path
     token: str = TOKEN
     seen: list[str] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
     def start(self) -> str:
@@ -55,6 +57,7 @@ class AuthProxy:
             def do_GET(self) -> None:
                 header = self.headers.get("Authorization", "")
                 proxy.seen.append(header)
+                proxy.agents.append(self.headers.get("User-Agent", ""))
                 if header != f"Bearer {proxy.token}":
                     self._reply(401, b'{"status":"error","error":"unauthorized"}')
                     return
@@ -197,6 +200,7 @@ def test_with_the_ca_and_the_token_from_its_file_history_is_available(
 
     assert read(reader, settings) is True
     assert proxy.seen and set(proxy.seen) == {f"Bearer {TOKEN}"}
+    assert set(proxy.agents) == {f"quartermaster/{__version__}"}
 
 
 def test_a_rotated_token_is_read_again_from_the_file(

@@ -89,6 +89,9 @@ def test_replica_counts_are_whole_nodes(
     [scaled] = keda.scaled_objects(policy_set, NAMESPACE)
     assert scaled["spec"]["minReplicaCount"] == want_min
     assert scaled["spec"]["maxReplicaCount"] == want_max
+    # No idleReplicaCount: with a minimum of 0 KEDA scales to zero when the target is 0, and
+    # KEDA refuses an idleReplicaCount that is not below minReplicaCount.
+    assert "idleReplicaCount" not in scaled["spec"]
     assert scaled["spec"]["fallback"] == {
         "failureThreshold": 3,
         "replicas": want_min,
@@ -230,7 +233,7 @@ def test_whole_scaled_object() -> None:
 
 
 def test_whole_deployment() -> None:
-    """No replicas (KEDA owns the scale); a whole node's GPUs; below every workload; locked down."""
+    """Starts at the minimum (0 here); a whole node's GPUs; below every workload; locked down."""
     policy_set = load(policy_doc(pools=[warm("mi300", gpuResource="amd.com/gpu", gpusPerNode=4)]))
     labels = {"app.kubernetes.io/component": "warm-pool", "quartermaster.dev/pool": "mi300"}
     [deployment] = keda.deployments(policy_set, "gpu-ops")
@@ -243,6 +246,7 @@ def test_whole_deployment() -> None:
             "labels": {**MANAGED, **labels},
         },
         "spec": {
+            "replicas": 0,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
@@ -283,7 +287,29 @@ def test_whole_deployment() -> None:
             },
         },
     }
-    assert "replicas" not in deployment["spec"]
+
+
+@pytest.mark.parametrize(
+    ("gpus_per_node", "min_gpus", "want_replicas"),
+    [
+        pytest.param(8, 0, 0, id="a pool with nothing to keep warm starts no placeholder"),
+        pytest.param(8, 4, 1, id="part of a node keeps a whole node warm"),
+        pytest.param(8, 16, 2, id="16 GPUs of 8-GPU nodes start 2 placeholders"),
+        pytest.param(4, 5, 2, id="4-GPU nodes: 5 GPUs start 2 placeholders"),
+    ],
+)
+def test_the_deployment_starts_at_the_warm_pool_minimum(
+    gpus_per_node: int, min_gpus: int, want_replicas: int
+) -> None:
+    """Without `replicas` the server would start 1 (a node's worth of GPUs) before KEDA acts;
+    the start is KEDA's own floor, so KEDA has nothing to correct."""
+    policy_set = load(
+        policy_doc(pools=[warm(min_gpus=min_gpus, max_gpus=32, gpusPerNode=gpus_per_node)])
+    )
+    [deployment] = keda.deployments(policy_set, NAMESPACE)
+    [scaled] = keda.scaled_objects(policy_set, NAMESPACE)
+    assert deployment["spec"]["replicas"] == want_replicas
+    assert scaled["spec"]["minReplicaCount"] == want_replicas
 
 
 @pytest.mark.parametrize(
