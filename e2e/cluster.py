@@ -105,7 +105,7 @@ class Cluster:
         parsed = reader.submit(read_crd_set, sources)
         reader.shutdown(wait=False)
         binaries = find_binaries()
-        self.plane = ControlPlane(binaries, state_dir=self.state / "controlplane")
+        self.plane = ControlPlane(binaries, state_dir=self.state)
         try:
             self.plane.start()
         finally:

@@ -526,19 +526,32 @@ class LogSummary:
 LOGS = LogSummary()
 
 
-def configure_logging(*, verbose: bool, log_file: TextIO | None) -> None:
-    """The controller's logs, info and up: to `log_file`, or to stderr with -v."""
+def _drop_when_quiet(_logger: Any, _method: str, event: Any) -> Any:
+    if QUIET.is_set() or event.get("event") in EXPECTED:
+        raise structlog.DropEvent
+    return event
+
+
+def configure_logging(*, verbose: bool, log_file: TextIO | None = None) -> None:
+    """The controller's logs: into `log_file`, info and up (the demo), or with -v on stderr.
+
+    Without a file (the benchmarks that reuse this), on stderr: warnings only unless
+    `verbose`, the expected ones and those of the teardown left out.
+    """
+    to_file = log_file is not None and not verbose
+    quiet = not to_file and not verbose
     structlog.configure(
         processors=[
+            *([_drop_when_quiet] if quiet else []),
             structlog.processors.add_log_level,
             LOGS.count,
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
             structlog.dev.ConsoleRenderer(colors=False),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(
-            file=sys.stderr if verbose or log_file is None else log_file
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.WARNING if quiet else logging.INFO
         ),
+        logger_factory=structlog.PrintLoggerFactory(file=log_file if to_file else sys.stderr),
         cache_logger_on_first_use=True,
     )
 

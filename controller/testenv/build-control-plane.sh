@@ -15,10 +15,11 @@
 # and shows the lines marked "[build +<seconds>s]" as progress.
 # Needs: Debian 12 or Ubuntu with apt-get, dpkg, debian-archive-keyring; root or not (the apt
 #        configuration, lists and downloads are private, under $CP_DIR/work); no system changes.
-#        About 300 MB downloaded, ~1.3 GB RAM, ~4 min on 2 cores. Disk: up to 3.8 GB while
-#        building (unpacked Go sources and the Go build cache); afterwards only bin/,
-#        manifest.txt and build.log stay (~190 MB). KEEP_WORK=1 keeps $CP_DIR/work (the
-#        sources and the Go build cache, for a ~5 s rebuild).
+#        About 300 MB downloaded, ~1.3 GB RAM, 3 to 10 minutes on 2 cores (3 when idle; the
+#        Go build is most of it). Disk: up to 3.9 GB while building (unpacked Go sources and
+#        the Go build cache); afterwards only bin/, manifest.txt and build.log stay (180 MB).
+#        KEEP_WORK=1 keeps $CP_DIR/work (the sources and the Go build cache, for a ~5 s
+#        rebuild).
 set -euo pipefail
 
 CP_DIR=${CP_DIR:-$(cd "$(dirname "$0")" && pwd)}
@@ -306,7 +307,7 @@ GOEOF
 
 # ---------------------------------------------------------------- build
 TIME=()
-[ -x /usr/bin/time ] && TIME=(/usr/bin/time -f "%e s wall, %M KB max RSS")
+[ -x /usr/bin/time ] && TIME=(/usr/bin/time -o "$WORK/build.time" -f "%e s wall, %M KB max RSS")
 # stamp the version (unstamped "v0.0.0-master+$Format:%H$" makes `kubectl version` exit 1):
 # Debian's golang-k8s-apiextensions-apiserver-dev 0.X.Y corresponds to Kubernetes v1.X.Y
 K8S_MINOR_PATCH=$(sed -n 's/^golang-k8s-apiextensions-apiserver-dev=0\.\([0-9]*\.[0-9]*\).*/\1/p' "$CP_DIR/manifest.txt")
@@ -318,7 +319,7 @@ log "step 5/5: compiling crd-apiserver v1.$K8S_MINOR_PATCH: $ngo Go packages (GO
 t0=$SECONDS
 ( cd "$SRC" && "${TIME[@]}" go build -v -trimpath -ldflags="$LDFLAGS" -o "$BIN/crd-apiserver" . ) 2>&1 \
   | progress compiled "$ngo Go packages" line
-log "compiled in $(( SECONDS - t0 ))s"
+log "compiled in $(( SECONDS - t0 ))s$([ -f "$WORK/build.time" ] && echo " ($(cat "$WORK/build.time"))")"
 if [ "${BUILD_UPSTREAM:-0}" = 1 ]; then
   log "go build upstream apiextensions-apiserver"
   ( cd "$GOPATH/src/k8s.io/apiextensions-apiserver" && "${TIME[@]}" go build -trimpath -ldflags="$LDFLAGS" -o "$BIN/apiextensions-apiserver" . )

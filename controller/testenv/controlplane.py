@@ -41,10 +41,12 @@ BUILD_SCRIPT = HERE / "build-control-plane.sh"
 STANDINS_DIR = HERE / "standins"
 
 BUILD_COST = (
-    "about 4 minutes on 2 cores, ~300 MB downloaded, up to 3.8 GB of disk while it builds "
-    "and ~190 MB kept"
+    "3 to 10 minutes on 2 cores (3 when idle), ~300 MB downloaded, up to 3.9 GB of disk "
+    "while it builds and 180 MB kept"
 )
-"""What the first run costs, measured with a cold build (README, e2e/README.md)."""
+"""What the first run costs, measured with cold builds: 178 s on an idle 2-core machine, 592 s
+on the same machine with other jobs running (load 4 to 8); 293 MB of .debs; 3.89 GB at the
+peak (unpacked sources and Go build cache, deleted at the end); 185 MB kept (README)."""
 
 Report = Callable[[str], None]
 
@@ -492,7 +494,10 @@ def main() -> None:
     print(f"{kind}: {binaries.apiserver}")
     print(f"etcd:           {binaries.etcd}")
     manifest = binaries.apiserver.parent.parent / "manifest.txt"
+    kubectl = kubectl_path()
+    print(f"kubectl:        {kubectl or 'none (see README: any kubectl works with the cluster)'}")
     if not binaries.full_kube_apiserver and manifest.is_file():
+        print(f"built from Debian's packages ({manifest}):")
         for line in built_versions(manifest.read_text()):
             print(f"  {line}")
 

@@ -69,7 +69,7 @@ def kustomize_path(*, fetch: bool = True, report: Report = to_stderr) -> Path:
             package = (target / "package").read_text().strip()
             report(
                 f"Fetched {package} in {time.monotonic() - started:.0f} s "
-                f"({disk_usage(target) / 2**20:.0f} MB kept): kustomize {result.stdout.strip()}"
+                f"({disk_usage(target) / 2**20:.0f} MB kept): {binary}"
             )
     return binary
 
