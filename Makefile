@@ -1,5 +1,6 @@
 # Quartermaster developer entry points. `make demo` and `make test` are the two commands the
-# README starts with; .ci/run calls `make test`.
+# README starts with (after `sh e2e/install-deps.sh`); .ci/run calls `make test`; `make cluster`
+# keeps a local cluster running to try things on.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PYTHON ?= python3
@@ -8,10 +9,10 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo test lint typecheck unit crds golden bench bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds golden bench bench-sim soak clean
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +22,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install the package with its dev tools
 
-controlplane: setup ## build (once, ~4 min) or reuse the test API server and etcd in ~/.cache/quartermaster
-	$(PY) -c "from controller.testenv.controlplane import find_binaries; print(find_binaries())"
+controlplane: setup ## build (once: ~4 min, ~300 MB download) or reuse etcd, the test API server and kubectl
+	$(PY) -m controller.testenv.controlplane
 
 .PHONY: prometheus
 prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into ~/.cache/quartermaster
@@ -32,13 +33,16 @@ prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into 
 kustomize: setup ## fetch (once, ~7 MB) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
 	$(PY) -m controller.testenv.kustomize
 
-demo: controlplane ## validate and render the example policy, then run the controller on a real API server
+demo: controlplane prometheus ## validate and render the example policy, then run the controller on a real API server
 	$(BIN)/quartermaster validate
 	$(BIN)/quartermaster render -o out/example-rendered.yaml
 	@echo "--- objects in out/example-rendered.yaml:"
 	@grep '^kind:' out/example-rendered.yaml | sort | uniq -c
-	@echo "--- the controller against a real API server (the first run builds it: about 4 minutes)"
+	@echo "--- the controller against a real API server and Prometheus"
 	$(PY) -m e2e.demo
+
+cluster: controlplane prometheus ## a local cluster (API server, CRDs, Prometheus, the controller) until Ctrl-C
+	$(PY) -m e2e.cluster
 
 .PHONY: e2e e2e-kind
 e2e: controlplane prometheus ## the e2e scenario here: risk rises, the mix and NodePool limits move, and fall back

@@ -2,23 +2,31 @@
 
 Steps, each timed:
 1. the control plane (etcd and the CRD API server that kube-apiserver embeds, on loopback),
-   built from Debian's packages on the first run (about 4 minutes, once) and reused after;
-2. the CRDs: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
+   built from Debian's packages on the first run (`make controlplane` does it before the demo,
+   once) and reused after;
+2. a real Prometheus (Debian's package, `make prometheus`) scraping the controller's /metrics
+   every second; the policy points the controller at it, so history works as in a cluster;
+3. the CRDs: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
    `../shared/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins
    for the built-in kinds the controller writes (Lease, Event, PriorityClass);
-3. the example policy, applied as a GitOps tool would;
-4. the controller (`controller.reconcile.loop.Controller`) in a thread, leader election on,
-   until it has led and synced once;
-5. a few Kueue Workloads with GPU requests and deadline labels (no Kueue runs here, so they
-   stay pending);
-6. `kubectl get`-style tables: with kubectl when it is on PATH, else the same tables from the
+4. the example policy, applied as a GitOps tool would, with the demo's Prometheus and a one-off
+   deadline 72 hours from now (the example's own deadlines recur); the applied files are
+   written to `out/demo/policy/`;
+5. the controller (`controller.reconcile.loop.Controller`) in a thread, leader election on,
+   until it has led and synced once; `quartermaster plan` then finds nothing to change;
+6. a few Kueue Workloads with GPU requests and deadline labels (no Kueue runs here, so they
+   stay pending), and `quartermaster explain` for the project with the one-off deadline;
+7. `kubectl get`-style tables: with kubectl when there is one, else the same tables from the
    API server's Table view (what kubectl prints, computed by the server);
-7. a change: one project's quota edited; the controller converges and the ClusterQueue's quota
+8. a change: one project's quota edited; the controller converges and the ClusterQueue's quota
    and the NodePool limit follow;
-8. everything stopped: the controller (releasing its Lease), then the control plane. Ctrl-C at
-   any point lands here too, and the demo still exits 0.
+9. what Prometheus stored, and the controller's HistoryAvailable condition;
+10. everything stopped: the controller (releasing its Lease), Prometheus, the control plane.
+   Ctrl-C at any point lands here too, and the demo still exits 0.
 
-Run: `.venv/bin/python -m e2e.demo [--no-kubectl] [-v]`.
+The controller's logs go to `out/demo/controller.log`, not between the tables.
+
+Run: `.venv/bin/python -m e2e.demo [--no-kubectl] [--log-dir DIR] [-v]`.
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ import copy
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,16 +45,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 import yaml
 
 from controller import names
-from controller.cli import main as quartermaster
 from controller.examples import EXAMPLE_DIR
+from controller.health import HealthServer
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.crds import install_crds, read_crds
@@ -55,13 +63,17 @@ from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import ReconcileResult
 from controller.testenv.controlplane import (
+    BUILD_COST,
     STANDINS_DIR,
     Binaries,
     ControlPlane,
     ControlPlaneError,
-    cache_dir,
     find_binaries,
+    free_ports,
+    kubectl_path,
 )
+from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
+from controller.yamlio import dump_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_ENV = "QUARTERMASTER_UPSTREAM_CRDS"
@@ -82,6 +94,11 @@ WARMED_KINDS: tuple[kinds.Kind, ...] = (
 GPU = "nvidia.com/gpu"
 CHANGED_PROJECT = "vision-research"
 CHANGED_GPUS = 32
+ONE_OFF_PROJECT = "vision-research"
+ONE_OFF_DEADLINE = "cvpr-submission"
+ONE_OFF_HOURS = 72
+ONE_OFF_LABELS = {"example.com/paper": "cvpr"}
+DEFAULT_OUT = Path("out/demo")
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 Document = dict[str, Any]
@@ -167,6 +184,69 @@ def example_documents() -> list[Document]:
     return documents
 
 
+def with_prometheus(documents: Sequence[Document], url: str) -> list[Document]:
+    """The policy pointed at `url`: the controller reads history there, and the rendered
+    ScaledObjects' triggers query it."""
+    out = copy.deepcopy(list(documents))
+    for doc in out:
+        if doc["kind"] == "CapacityPolicy":
+            doc["spec"].setdefault("prometheus", {})["url"] = url
+    return out
+
+
+def with_one_off_deadline(
+    documents: Sequence[Document], *, project: str, deadline: Document
+) -> list[Document]:
+    """`project` with `deadline` added (replacing one of the same name)."""
+    out = copy.deepcopy(list(documents))
+    for doc in out:
+        if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] == project:
+            kept = [d for d in doc["spec"].get("deadlines") or [] if d["name"] != deadline["name"]]
+            doc["spec"]["deadlines"] = [*kept, deadline]
+            return out
+    raise DemoError(f"the example policy has no TrainingProject {project}")
+
+
+def one_off_deadline(now: datetime) -> Document:
+    """A paper deadline 72 hours from now, on the hour: relative, so the demo shows a one-off
+    deadline ahead of it whatever the date (the example's own deadlines recur)."""
+    at = (now + timedelta(hours=ONE_OFF_HOURS)).replace(minute=0, second=0, microsecond=0)
+    return {
+        "name": ONE_OFF_DEADLINE,
+        "at": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "matchLabels": dict(ONE_OFF_LABELS),
+        "targetConfidence": 0.95,
+    }
+
+
+def demo_documents(*, now: datetime, prometheus_url: str) -> list[Document]:
+    """The example policy as the demo applies it."""
+    return with_one_off_deadline(
+        with_prometheus(example_documents(), prometheus_url),
+        project=ONE_OFF_PROJECT,
+        deadline=one_off_deadline(now),
+    )
+
+
+def write_policy(documents: Sequence[Document], directory: Path, *, note: str) -> None:
+    """The applied documents as files `quartermaster plan -f` and `kubectl apply -f` take."""
+    directory.mkdir(parents=True, exist_ok=True)
+    header = "".join(f"# {line}\n" for line in note.splitlines())
+    policies = [d for d in documents if d["kind"] == "CapacityPolicy"]
+    projects = [d for d in documents if d["kind"] == "TrainingProject"]
+    (directory / "policy.yaml").write_text(header + dump_documents(policies))
+    (directory / "projects.yaml").write_text(header + dump_documents(projects))
+
+
+def deadline_names(documents: Sequence[Document]) -> dict[str, set[str]]:
+    """Project name -> the names of its deadlines."""
+    return {
+        d["metadata"]["name"]: {x["name"] for x in d["spec"].get("deadlines") or []}
+        for d in documents
+        if d["kind"] == "TrainingProject"
+    }
+
+
 PAPER = {"example.com/paper": "cvpr"}  # the vision project's deadline selects on it
 WORKLOADS: tuple[tuple[str, str, str, int, int, str | None, float, dict[str, str]], ...] = (
     # namespace, name, LocalQueue, pods, GPUs per pod, deadline, expected hours, more labels
@@ -178,16 +258,24 @@ WORKLOADS: tuple[tuple[str, str, str, int, int, str | None, float, dict[str, str
 )  # fmt: skip
 
 
-def example_workloads() -> list[Document]:
+def example_workloads(deadlines: Mapping[str, set[str]] | None = None) -> list[Document]:
     """Training jobs as Kueue sees them: queued in a project's LocalQueue, asking for GPUs.
 
     The `quartermaster.dev/deadline` label names the project deadline a job counts toward; the
-    annotations carry what the risk model needs (expected duration, checkpoint interval).
+    annotations carry what the risk model needs (expected duration, checkpoint interval). With
+    `deadlines` (project -> deadline names), a label naming a deadline the project does not
+    have is left out, so the jobs follow the example policy as it changes.
     """
     documents = []
     for namespace, name, queue, pods, gpus_per_pod, deadline, hours, labels in WORKLOADS:
         gpus = str(gpus_per_pod)
-        all_labels = {**labels, **({names.LABEL_DEADLINE: deadline} if deadline else {})}
+        counts_toward = deadline
+        if deadlines is not None and deadline not in deadlines.get(queue, set()):
+            counts_toward = None
+        all_labels = {
+            **labels,
+            **({names.LABEL_DEADLINE: counts_toward} if counts_toward else {}),
+        }
         container = {
             "name": "trainer",
             "image": "registry.example.com/trainer:1.4",
@@ -268,7 +356,7 @@ class Tables:
     def __init__(self, client: KubeClient, kubeconfig: Path, *, use_kubectl: bool) -> None:
         self.client = client
         self.kubeconfig = kubeconfig
-        self.kubectl = shutil.which("kubectl") if use_kubectl else None
+        self.kubectl = kubectl_path() if use_kubectl else None
 
     def describe_source(self) -> str:
         if self.kubectl:
@@ -280,7 +368,7 @@ class Tables:
         all_namespaces = " -A" if kind.namespaced else ""
         print(f"$ kubectl get {resource}{all_namespaces}", flush=True)
         if self.kubectl:
-            command = [self.kubectl, "--kubeconfig", str(self.kubeconfig), "get", resource]
+            command = [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), "get", resource]
             if kind.namespaced:
                 command.append("--all-namespaces")
             completed = subprocess.run(
@@ -416,25 +504,54 @@ EXPECTED = frozenset({"kind_not_served"})
 """Warnings the demo explains itself (apps/v1 is not served by the CRD server)."""
 
 
+@dataclass
+class LogSummary:
+    """Where the controller's logs went, and the warnings and errors among them."""
+
+    path: Path | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def count(self, _logger: Any, _method: str, event: Any) -> Any:
+        """A structlog processor: note warnings and errors logged before the teardown."""
+        level = event.get("level")
+        if (
+            level in ("warning", "error", "critical")
+            and not QUIET.is_set()
+            and event.get("event") not in EXPECTED
+        ):
+            self.problems.append(f"{level} {event.get('event')}")
+        return event
+
+
+LOGS = LogSummary()
+
+
 def _drop_when_quiet(_logger: Any, _method: str, event: Any) -> Any:
     if QUIET.is_set() or event.get("event") in EXPECTED:
         raise structlog.DropEvent
     return event
 
 
-def configure_logging(*, verbose: bool) -> None:
-    """The controller's logs on stderr, warnings only unless -v, silenced during teardown."""
+def configure_logging(*, verbose: bool, log_file: TextIO | None = None) -> None:
+    """The controller's logs: into `log_file`, info and up (the demo), or with -v on stderr.
+
+    Without a file (the benchmarks that reuse this), on stderr: warnings only unless
+    `verbose`, the expected ones and those of the teardown left out.
+    """
+    to_file = log_file is not None and not verbose
+    quiet = not to_file and not verbose
     structlog.configure(
         processors=[
-            *([] if verbose else [_drop_when_quiet]),
+            *([_drop_when_quiet] if quiet else []),
             structlog.processors.add_log_level,
+            LOGS.count,
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.INFO if verbose else logging.WARNING
+            logging.WARNING if quiet else logging.INFO
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=log_file if to_file else sys.stderr),
         cache_logger_on_first_use=True,
     )
 
@@ -473,13 +590,33 @@ class ControllerRun:
             return len(self.results)
 
 
+def run_quartermaster(args: Sequence[str], *, shown: str) -> int:
+    """Run the `quartermaster` command as a user would, printing `$ quartermaster <shown>` and
+    its output; returns its exit code."""
+    print(f"$ quartermaster {shown}", flush=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    print((completed.stdout + completed.stderr).rstrip("\n"), flush=True)
+    return completed.returncode
+
+
 class Demo:
-    def __init__(self, *, use_kubectl: bool) -> None:
+    def __init__(self, *, use_kubectl: bool, out_dir: Path = DEFAULT_OUT) -> None:
         self.use_kubectl = use_kubectl
+        self.out_dir = out_dir
         self.clock = Clock()
         self.plane: ControlPlane | None = None
+        self.prometheus: PrometheusServer | None = None
+        self.metrics_port = free_ports(1)[0]
+        self.health: HealthServer | None = None
         self.client: KubeClient | None = None
         self.run_state: ControllerRun | None = None
+        self.documents: list[Document] = []
 
     # ---------------------------------------------------------------- the whole run
     def run(self) -> None:
@@ -495,39 +632,34 @@ class Demo:
             client = self.client
             plane = self.plane
             assert client is not None and plane is not None
+            prometheus = self.start_prometheus()
             self.load_crds(client, parsed.result())
-            self.apply_policy(client)
+            self.apply_policy(client, prometheus)
             self.start_controller(plane)
             tables = Tables(client, plane.kubeconfig, use_kubectl=self.use_kubectl)
             self.show_plan(plane)
             self.create_workloads(client)
             self.show_state(client, tables)
+            self.show_explain(plane)
             self.change_quota(client, tables)
+            self.show_history(client, prometheus)
         finally:
             self.teardown()
 
     # ---------------------------------------------------------------- steps
     def binaries(self) -> Binaries:
-        where = cache_dir() / "bin"
         try:
             binaries = find_binaries(build=False)
         except ControlPlaneError:
-            self.clock.say(
-                f"control plane: not built yet; building it now into {where} from Debian's "
-                "packages. This happens on the first run only and takes about 4 minutes "
-                f"(log: {cache_dir() / 'build.log'})"
-            )
+            # `make demo` builds it first; run directly, the demo builds it (announced there).
+            self.clock.say(f"control plane: not built yet; building it now ({BUILD_COST})")
             started = time.monotonic()
             binaries = find_binaries(build=True)
             took = time.monotonic() - started
             self.clock.record("control plane build (first run only)", took)
-            self.clock.say(f"control plane built in {took:.0f} s; later runs reuse it")
             return binaries
         kind = "kube-apiserver" if binaries.full_kube_apiserver else "CRD API server"
-        self.clock.say(
-            f"control plane: reusing etcd and the {kind} in {binaries.apiserver.parent} "
-            "(the first run builds them: about 4 minutes)"
-        )
+        self.clock.say(f"control plane: etcd and the {kind} from {binaries.apiserver.parent}")
         return binaries
 
     def start_control_plane(self, binaries: Binaries) -> None:
@@ -542,6 +674,19 @@ class Demo:
         )
         self.client = KubeClient.from_kubeconfig(str(self.plane.kubeconfig))
 
+    def start_prometheus(self) -> PrometheusServer:
+        started = time.monotonic()
+        target = ScrapeTarget(f"127.0.0.1:{self.metrics_port}")
+        self.prometheus = PrometheusServer([target], scrape_interval=1.0)
+        self.prometheus.start()
+        took = time.monotonic() - started
+        self.clock.record("Prometheus start (ready to scrape and answer)", took)
+        self.clock.say(
+            f"Prometheus started in {took:.1f} s: {self.prometheus.url}, scraping the "
+            f"controller's /metrics (127.0.0.1:{self.metrics_port}) every second"
+        )
+        return self.prometheus
+
     def load_crds(self, client: KubeClient, crds: CrdSet) -> None:
         started = time.monotonic()
         load_crds(client, crds.documents)
@@ -552,15 +697,26 @@ class Demo:
             f"CRDs ready in {took:.1f} s: {len(crds.documents)} established and served ({counts})"
         )
 
-    def apply_policy(self, client: KubeClient) -> None:
-        documents = example_documents()
+    def apply_policy(self, client: KubeClient, prometheus: PrometheusServer) -> None:
+        documents = demo_documents(now=datetime.now(UTC), prometheus_url=prometheus.url)
+        self.documents = documents
+        policy_dir = self.out_dir / "policy"
+        write_policy(
+            documents,
+            policy_dir,
+            note=f"The example policy ({EXAMPLE_DIR}) as the demo applied it: its Prometheus, "
+            f"and {ONE_OFF_PROJECT}'s one-off deadline {ONE_OFF_HOURS} hours ahead.",
+        )
         for doc in documents:
             client.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)
         projects = sum(1 for d in documents if d["kind"] == "TrainingProject")
         policy = next(d for d in documents if d["kind"] == "CapacityPolicy")
+        deadline = one_off_deadline(datetime.now(UTC))
         self.clock.say(
-            f"example policy applied ({EXAMPLE_DIR}): CapacityPolicy {policy['metadata']['name']}"
-            f", {projects} TrainingProjects (field manager {GITOPS}, as a GitOps tool would)"
+            f"example policy applied: CapacityPolicy {policy['metadata']['name']}, {projects} "
+            f"TrainingProjects (field manager {GITOPS}, as a GitOps tool would), with "
+            f"spec.prometheus.url {prometheus.url} and {ONE_OFF_PROJECT}'s one-off deadline "
+            f"{deadline['name']} at {deadline['at']}; the files: {policy_dir}/"
         )
 
     def start_controller(self, plane: ControlPlane) -> None:
@@ -584,6 +740,14 @@ class Demo:
                 holder[0].errors.append(error)
 
         controller = Controller(client, options, on_result=on_result, on_error=on_error)
+        self.health = HealthServer(
+            "127.0.0.1",
+            self.metrics_port,
+            healthz=controller.healthy,
+            readyz=controller.ready,
+            extra={"/metrics": controller.metrics.render},
+        )
+        self.health.start()
         thread = threading.Thread(target=controller.run, name="controller", daemon=True)
         state = ControllerRun(controller, client, thread)
         holder.append(state)
@@ -615,14 +779,58 @@ class Demo:
         )
 
     def show_plan(self, plane: ControlPlane) -> None:
-        heading("quartermaster plan (the bundled example policy against the cluster)")
-        sys.stdout.flush()
-        code = quartermaster(["plan", "--kubeconfig", str(plane.kubeconfig)])
+        heading("quartermaster plan: the applied policy files against the cluster")
+        policy_dir = self.out_dir / "policy"
+        kubeconfig = str(plane.kubeconfig)
+        code = run_quartermaster(
+            ["plan", "-f", str(policy_dir), "--kubeconfig", kubeconfig],
+            shown=f"plan -f {policy_dir} --kubeconfig $KUBECONFIG",
+        )
         print(f"(exit {code}: {'in sync' if code == 0 else 'changes pending'})", flush=True)
+
+    def show_explain(self, plane: ControlPlane) -> None:
+        heading(f"quartermaster explain: {ONE_OFF_PROJECT}, its one-off deadline and its risk")
+        run_quartermaster(
+            ["explain", ONE_OFF_PROJECT, "--kubeconfig", str(plane.kubeconfig)],
+            shown=f"explain {ONE_OFF_PROJECT} --kubeconfig $KUBECONFIG",
+        )
+
+    def show_history(self, client: KubeClient, prometheus: PrometheusServer) -> None:
+        heading(f"Prometheus ({prometheus.url}): what it scraped from the controller")
+        prometheus.wait_for_series("quartermaster_prometheus_up == 1", timeout=60)
+        risks = prometheus.wait_for_series("quartermaster_deadline_risk_ratio", timeout=60)
+        rows = sorted(
+            [
+                [
+                    str(r["metric"].get("project")),
+                    str(r["metric"].get("deadline")),
+                    str(r["metric"].get("tier")),
+                    f"{float(r['value'][1]):.2f}",
+                ]
+                for r in risks
+            ]
+        )
+        print("$ PromQL: quartermaster_deadline_risk_ratio")
+        print(format_table(["PROJECT", "DEADLINE", "TIER", "RISK"], rows))
+        policy = (client.list(kinds.CAPACITY_POLICY)[0] or [{}])[0]
+        history: dict[str, Any] = next(
+            (
+                c
+                for c in (policy.get("status") or {}).get("conditions") or []
+                if c.get("type") == "HistoryAvailable"
+            ),
+            {},
+        )
+        print(
+            f"\nquartermaster_prometheus_up is 1, and CapacityPolicy {policy['metadata']['name']} "
+            f"says HistoryAvailable={history.get('status')} ({history.get('reason')}): the "
+            "controller reads its history (runtimes, demand) from this Prometheus.",
+            flush=True,
+        )
 
     def create_workloads(self, client: KubeClient) -> None:
         heading("Workloads: training jobs queued in the projects' LocalQueues")
-        workloads = example_workloads()
+        workloads = example_workloads(deadline_names(self.documents))
         for workload in workloads:
             client.apply(kinds.WORKLOAD, workload, field_manager="demo-user")
         gpus = sum(
@@ -664,7 +872,7 @@ class Demo:
         assert state is not None
         project = next(
             d
-            for d in example_documents()
+            for d in self.documents
             if d["kind"] == "TrainingProject" and d["metadata"]["name"] == CHANGED_PROJECT
         )
         old_gpus = project["spec"]["quotas"][0]["nominalGpus"]
@@ -767,8 +975,16 @@ class Demo:
             for watcher in state.controller.watchers:
                 watcher.join(timeout=5)
             state.client.close()
+        if self.health is not None:
+            self.health.stop()
         if self.client is not None:
             self.client.close()
+        if self.prometheus is not None:
+            started = time.monotonic()
+            self.prometheus.close()
+            self.clock.say(
+                f"Prometheus stopped in {time.monotonic() - started:.1f} s (data directory removed)"
+            )
         if plane is not None:
             started = time.monotonic()
             plane.stop()
@@ -789,35 +1005,60 @@ class Demo:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.demo",
-        description="Quartermaster against a real API server, start to finish.",
+        description="Quartermaster against a real API server and Prometheus, start to finish.",
     )
     parser.add_argument(
         "--no-kubectl",
         action="store_true",
-        help="print tables from the API even when kubectl is on PATH",
+        help="print tables from the API even when kubectl is available",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="the controller's info logs")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="where the controller log and the applied policy go (default %(default)s)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="the controller's logs on stderr, not a file"
+    )
     args = parser.parse_args(argv)
-    configure_logging(verbose=args.verbose)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log_path = args.out / "controller.log"
+    with log_path.open("w") as log_file:
+        LOGS.path = None if args.verbose else log_path
+        configure_logging(verbose=args.verbose, log_file=log_file)
+        return run_demo(Demo(use_kubectl=not args.no_kubectl, out_dir=args.out))
+
+
+def run_demo(demo: Demo) -> int:
+    where = f"the controller's logs: {LOGS.path}" if LOGS.path else "the controller's logs: stderr"
     print(
         "Quartermaster demo: etcd and a Kubernetes API server on loopback, the upstream Kueue, "
-        "Karpenter and KEDA CRDs,\nthe example policy, and the controller turning it into "
-        "queues and node pools. Ctrl-C stops it cleanly at any point.\n",
+        "Karpenter and KEDA CRDs,\na real Prometheus, the example policy, and the controller "
+        "turning it into queues and node pools.\n"
+        f"Ctrl-C stops it cleanly at any point; {where}.\n",
         flush=True,
     )
-    demo = Demo(use_kubectl=not args.no_kubectl)
     code = 0
     try:
         with signals_raise():
             demo.run()
     except Interrupted as interrupted:
         print(f"\ninterrupted ({interrupted}): everything started was stopped", flush=True)
-    except (DemoError, ControlPlaneError, KubeError, OSError) as error:
+    except (DemoError, ControlPlaneError, PrometheusError, KubeError, OSError) as error:
         print(f"\ndemo failed: {error}", file=sys.stderr, flush=True)
         code = 1
     else:
         demo.print_timings()
-        print("\nDone: controller and control plane stopped.")
+        print("\nDone: controller, Prometheus and control plane stopped.")
+    if LOGS.path:
+        problems = LOGS.problems
+        found = (
+            f"{len(problems)} warnings or errors ({', '.join(sorted(set(problems)))})"
+            if problems
+            else "no warnings or errors"
+        )
+        print(f"The controller's logs: {LOGS.path} ({found}).", flush=True)
     return code
 
 

@@ -7,13 +7,19 @@
 #                       kube-apiserver), built from Debian's golang-k8s-*-dev source packages
 #                       in GOPATH mode with a small standalone main (embedded below)
 #   bin/etcd          : Debian sid etcd-server (3.5.x), unpacked from the .deb
+#   bin/kubectl       : Debian sid kubectl, the same Kubernetes release as the server
 #   bin/apiextensions-apiserver : (only with BUILD_UPSTREAM=1) the unmodified upstream main
 #
 # Usage: CP_DIR=$HOME/.cache/quartermaster/controlplane ./build-control-plane.sh
-# Owned by Quartermaster (taken from the shared control-plane kit); controller/testenv runs it once.
-# Needs: Debian 12 with apt-get, dpkg, debian-archive-keyring (tested as root); no system
-#        changes (private apt dirs under $CP_DIR/work). About 280 MB download, 2.5 GB disk
-#        (unpacked Go sources), ~1.3 GB RAM, ~3-4 min on 2 cores (cold Go build cache).
+# Owned by Quartermaster (taken from the shared control-plane kit); controller/testenv runs it once
+# and shows the lines marked "[build +<seconds>s]" as progress.
+# Needs: Debian 12 or Ubuntu with apt-get, dpkg, debian-archive-keyring; root or not (the apt
+#        configuration, lists and downloads are private, under $CP_DIR/work); no system changes.
+#        About 300 MB downloaded, ~1.3 GB RAM, 3 to 10 minutes on 2 cores (3 when idle; the
+#        Go build is most of it). Disk: up to 3.9 GB while building (unpacked Go sources and
+#        the Go build cache); afterwards only bin/, manifest.txt and build.log stay (180 MB).
+#        KEEP_WORK=1 keeps $CP_DIR/work (the sources and the Go build cache, for a ~5 s
+#        rebuild).
 set -euo pipefail
 
 CP_DIR=${CP_DIR:-$(cd "$(dirname "$0")" && pwd)}
@@ -24,8 +30,29 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$WORK/lists/partial" "$WORK/apt-cache/archives/partial" "$WORK/debs" "$BIN"
 chmod 777 "$WORK/debs"   # apt's _apt sandbox user writes downloads here
 
-t_start=$(date +%s)
-log() { echo "[build +$(( $(date +%s) - t_start ))s] $*"; }
+log() { echo "[build +${SECONDS}s] $*"; }
+PROGRESS_EVERY=${PROGRESS_EVERY:-10}
+
+# progress LABEL TOTAL KIND: copy apt's or Go's own output from stdin (for the log) and, every
+# $PROGRESS_EVERY seconds, show how many of TOTAL items are done and the latest one. KIND "apt"
+# counts apt's "Get:" lines (the package is the fifth word); "line" counts every line.
+progress() {
+  local label=$1 total=$2 kind=$3 n=0 last=$SECONDS line item
+  while IFS= read -r line; do
+    printf '    %s\n' "$line"
+    if [ "$kind" = apt ]; then
+      [[ $line == Get:* ]] || continue
+      read -r _ _ _ _ item _ <<<"$line"
+    else
+      item=$line
+    fi
+    n=$((n + 1))
+    if (( SECONDS - last >= PROGRESS_EVERY )); then
+      log "$label: $n of $total ($item)"
+      last=$SECONDS
+    fi
+  done
+}
 
 # ---------------------------------------------------------------- private apt config
 cat > "$WORK/sources.list" <<EOF
@@ -35,33 +62,41 @@ APT_OPTS=(-o "Dir::Etc::SourceList=$WORK/sources.list" -o Dir::Etc::SourceParts=
           -o "Dir::State::Lists=$WORK/lists" -o "Dir::Cache=$WORK/apt-cache"
           -o "Dir::State::status=/dev/null" -o APT::Architecture=amd64 -o Debug::NoLocking=1
           -o Acquire::Languages=none)
-log "apt-get update (private lists, suite $SUITE)"
+# As root, apt would hand downloads to its _apt user, which cannot write here.
+if [ "$(id -u)" = 0 ]; then APT_OPTS+=(-o APT::Sandbox::User=root); fi
+log "step 1/5: package lists of Debian $SUITE from $MIRROR (private apt configuration)"
 apt-get "${APT_OPTS[@]}" update -qq
 
 # ---------------------------------------------------------------- dependency closure
 ROOTS="golang-k8s-apiextensions-apiserver-dev golang-go"
-log "resolving -dev closure of: $ROOTS"
+log "step 2/5: resolving what to download: $ROOTS and everything they depend on"
 apt-cache "${APT_OPTS[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances --no-pre-depends $ROOTS 2>/dev/null \
   | grep -v '^ ' | grep -v '^<' | sort -u \
   | grep -E '^golang-.*-dev$|^golang-1\.[0-9]+-(go|src)$' > "$WORK/closure.txt"
-echo etcd-server >> "$WORK/closure.txt"
-log "$(wc -l < "$WORK/closure.txt") packages in closure"
+printf '%s\n' etcd-server kubectl >> "$WORK/closure.txt"
+npkg=$(wc -l < "$WORK/closure.txt")
+log "$npkg packages: Go $(sed -n 's/^golang-\(1\.[0-9]*\)-go$/\1/p' "$WORK/closure.txt" | sort -V | tail -1), the Kubernetes sources and their Go dependencies, etcd-server, kubectl"
 apt-cache "${APT_OPTS[@]}" show --no-all-versions $(cat "$WORK/closure.txt") 2>/dev/null \
   | awk '/^Package:/{p=$2} /^Version:/{print p"="$2}' > "$CP_DIR/manifest.txt"
 
 # ---------------------------------------------------------------- download + unpack
-log "downloading .debs into $WORK/debs"
-t0=$(date +%s)
-( cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download $(cat "$WORK/closure.txt") )
-log "download done in $(( $(date +%s) - t0 ))s, $(du -sh "$WORK/debs" | cut -f1)"
-log "unpacking (dpkg -x) into $WORK/root"
+log "step 3/5: downloading $npkg .debs into $WORK/debs"
+t0=$SECONDS
+( cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -q download $(cat "$WORK/closure.txt") ) 2>&1 \
+  | progress downloaded "$npkg packages" apt
+log "downloaded $(ls "$WORK"/debs/*.deb | wc -l) packages, $(du -sh "$WORK/debs" | cut -f1), in $(( SECONDS - t0 ))s"
+log "step 4/5: unpacking them (dpkg -x) into $WORK/root"
 rm -rf "$WORK/root"; mkdir -p "$WORK/root"
-for f in "$WORK"/debs/*.deb; do dpkg -x "$f" "$WORK/root"; done
+for f in "$WORK"/debs/*.deb; do dpkg -x "$f" "$WORK/root"; echo "${f##*/}"; done \
+  | progress unpacked "$npkg packages" line
+rm -rf "$WORK/debs"   # unpacked: the .debs are not needed again
+log "unpacked: $(du -sh "$WORK/root" | cut -f1)"
 GOROOT=$(ls -d "$WORK"/root/usr/lib/go-1.* | sort -V | tail -1)
 [ -x "$GOROOT/bin/go" ] || { echo "no Go toolchain found under $WORK/root/usr/lib" >&2; exit 1; }
 install -m 0755 "$WORK/root/usr/bin/etcd" "$BIN/etcd"
 [ -x "$WORK/root/usr/bin/etcdctl" ] && install -m 0755 "$WORK/root/usr/bin/etcdctl" "$BIN/etcdctl" || true
+[ -x "$WORK/root/usr/bin/kubectl" ] && install -m 0755 "$WORK/root/usr/bin/kubectl" "$BIN/kubectl" || true
 
 # ---------------------------------------------------------------- Go build environment
 export GOROOT PATH="$GOROOT/bin:$PATH"
@@ -272,18 +307,25 @@ GOEOF
 
 # ---------------------------------------------------------------- build
 TIME=()
-[ -x /usr/bin/time ] && TIME=(/usr/bin/time -f "%e s wall, %M KB max RSS")
+[ -x /usr/bin/time ] && TIME=(/usr/bin/time -o "$WORK/build.time" -f "%e s wall, %M KB max RSS")
 # stamp the version (unstamped "v0.0.0-master+$Format:%H$" makes `kubectl version` exit 1):
 # Debian's golang-k8s-apiextensions-apiserver-dev 0.X.Y corresponds to Kubernetes v1.X.Y
 K8S_MINOR_PATCH=$(sed -n 's/^golang-k8s-apiextensions-apiserver-dev=0\.\([0-9]*\.[0-9]*\).*/\1/p' "$CP_DIR/manifest.txt")
 V=k8s.io/component-base/version
 LDFLAGS="-s -w -X $V.gitVersion=v1.$K8S_MINOR_PATCH -X $V.gitMajor=1 -X $V.gitMinor=${K8S_MINOR_PATCH%%.*}"
 LDFLAGS="$LDFLAGS -X $V.gitTreeState=clean -X $V.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-log "go build crd-apiserver v1.$K8S_MINOR_PATCH (GOPATH mode, GOCACHE=$GOCACHE)"
-( cd "$SRC" && "${TIME[@]}" go build -trimpath -ldflags="$LDFLAGS" -o "$BIN/crd-apiserver" . )
+ngo=$(cd "$SRC" && go list -deps . 2>/dev/null | wc -l) || ngo="?"
+log "step 5/5: compiling crd-apiserver v1.$K8S_MINOR_PATCH: $ngo Go packages (GOPATH mode, GOCACHE=$GOCACHE); the longest step"
+t0=$SECONDS
+( cd "$SRC" && "${TIME[@]}" go build -v -trimpath -ldflags="$LDFLAGS" -o "$BIN/crd-apiserver" . ) 2>&1 \
+  | progress compiled "$ngo Go packages" line
+log "compiled in $(( SECONDS - t0 ))s$([ -f "$WORK/build.time" ] && echo " ($(cat "$WORK/build.time"))")"
 if [ "${BUILD_UPSTREAM:-0}" = 1 ]; then
   log "go build upstream apiextensions-apiserver"
   ( cd "$GOPATH/src/k8s.io/apiextensions-apiserver" && "${TIME[@]}" go build -trimpath -ldflags="$LDFLAGS" -o "$BIN/apiextensions-apiserver" . )
 fi
 ls -la "$BIN"
-log "done: $BIN/crd-apiserver, $BIN/etcd ($("$BIN/etcd" --version | head -1))"
+if [ "${KEEP_WORK:-0}" != 1 ]; then
+  rm -rf "$WORK"   # sources and Go build cache: later runs need only bin/
+fi
+log "done: $(cd "$BIN" && echo *) in $BIN ($("$BIN/etcd" --version | head -1)); $(du -sh "$CP_DIR" | cut -f1) kept in $CP_DIR"

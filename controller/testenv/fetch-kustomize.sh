@@ -34,5 +34,5 @@ dpkg -x "$deb" "$WORK/root"
 install -m 0755 "$WORK/root/usr/bin/kustomize" "$KZ_DIR/bin/kustomize.new"
 mv "$KZ_DIR/bin/kustomize.new" "$KZ_DIR/bin/kustomize"
 basename "$deb" > "$KZ_DIR/package"
-rm -rf "$WORK/root" "$WORK/apt-cache" "$WORK/lists"
+rm -rf "$WORK"   # lists, the .deb and the unpacked tree: only bin/kustomize is needed
 "$KZ_DIR/bin/kustomize" version

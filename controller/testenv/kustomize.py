@@ -11,10 +11,13 @@ import fcntl
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from controller.testenv.controlplane import Report, disk_usage, to_stderr
 
 SCRIPT = Path(__file__).with_name("fetch-kustomize.sh")
 
@@ -28,7 +31,7 @@ def cache_dir() -> Path:
     return Path(root) / "kustomize"
 
 
-def kustomize_path(*, fetch: bool = True) -> Path:
+def kustomize_path(*, fetch: bool = True, report: Report = to_stderr) -> Path:
     explicit = os.environ.get("KUSTOMIZE_BIN")
     if explicit:
         if not Path(explicit).is_file():
@@ -47,6 +50,11 @@ def kustomize_path(*, fetch: bool = True) -> Path:
     with (target / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not binary.is_file():
+            report(
+                "Fetching kustomize (once): Debian's `kustomize` package from its sid suite "
+                f"(about 7 MB, private apt configuration) into {target}"
+            )
+            started = time.monotonic()
             result = subprocess.run(
                 ["bash", str(SCRIPT)],
                 env={**os.environ, "KZ_DIR": str(target)},
@@ -58,6 +66,11 @@ def kustomize_path(*, fetch: bool = True) -> Path:
                 raise KustomizeError(
                     f"could not fetch Debian's kustomize package:\n{result.stderr.strip()}"
                 )
+            package = (target / "package").read_text().strip()
+            report(
+                f"Fetched {package} in {time.monotonic() - started:.0f} s "
+                f"({disk_usage(target) / 2**20:.0f} MB kept): {binary}"
+            )
     return binary
 
 

@@ -10,7 +10,9 @@ web UI, which the API does not need. PROMETHEUS_BIN / PROMTOOL_BIN, or binaries 
 PATH, are used instead when present.
 
 `PrometheusServer` keeps its port and data directory across `stop()` and `start()`, so a test
-can make Prometheus unreachable in the middle of a run and bring it back with its history.
+can make Prometheus unreachable in the middle of a run and bring it back with its history. The
+server dies with the process that started it, even when that process is killed
+(`controller.testenv.processes`).
 
 Run `python -m controller.testenv.prometheus` to fetch the binaries once and print the version.
 """
@@ -35,8 +37,9 @@ import yaml
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from controller.testenv.controlplane import free_ports
+from controller.testenv.controlplane import Report, disk_usage, free_ports, to_stderr
 from controller.testenv.debian import unpacked_package
+from controller.testenv.processes import spawn
 
 PACKAGE = "prometheus"
 READY_TIMEOUT_SECONDS = 60.0
@@ -99,17 +102,34 @@ def promtool_path() -> Path:
     return _pick("PROMTOOL_BIN", "promtool", fetch=True)
 
 
-def fetch_package() -> Path:
+def fetch_package(*, report: Report = to_stderr) -> Path:
     """Download and unpack Debian's prometheus package into the cache; returns its bin dir.
 
     Two test processes starting at once fetch it only once (see `controller.testenv.debian`).
+    The fetch is announced before it starts, and what was fetched is reported after.
     """
+    target = cache_dir()
+    bin_dir = _extracted_bin()
+    fetched = all((bin_dir / name).is_file() for name in ("prometheus", "promtool"))
+    started = time.monotonic()
+    if not fetched:
+        report(
+            f"Fetching Prometheus and promtool (once): Debian's `{PACKAGE}` package from "
+            f"this machine's apt sources (about 20 MB) into {target}"
+        )
     root = unpacked_package(
         PACKAGE,
-        cache_dir(),
+        target,
         required=("usr/bin/prometheus", "usr/bin/promtool"),
         error=PrometheusError,
     )
+    if not fetched:
+        package = (target / "package").read_text().strip()
+        binary = root / "usr" / "bin" / "prometheus"
+        report(
+            f"Fetched {package} in {time.monotonic() - started:.0f} s "
+            f"({disk_usage(target) / 2**20:.0f} MB kept): {version(binary)}"
+        )
     return root / "usr" / "bin"
 
 
@@ -267,6 +287,10 @@ class PrometheusServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self.running else None
+
     # ----------------------------------------------------------------- config
     @property
     def targets(self) -> list[ScrapeTarget]:
@@ -316,9 +340,7 @@ class PrometheusServer:
             *self.extra_args,
         ]
         with self.log_file.open("ab") as log:
-            self._process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            self._process = spawn(args, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready()
         return self
 
