@@ -46,7 +46,7 @@ from controller.decide.plan import History, decide_capacity
 from controller.render.capacity import PoolTarget, pool_demands, spot_allowed
 from controller.render.desired import Rendered, render
 from controller.risk.workloads import WorkloadView
-from controller.sim.model import JobOutcome, RunResult, Sample, SimJob
+from controller.sim.model import FlavorGpus, JobOutcome, RunResult, Sample, SimJob
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
 CONSOLIDATE_AFTER = 600.0
@@ -699,9 +699,16 @@ class Replay:
     def _sample(self) -> None:
         in_use = {SPOT: 0.0, ON_DEMAND: 0.0}
         provisioned = {SPOT: 0.0, ON_DEMAND: 0.0}
+        flavors: dict[Flavor, list[float]] = {}
         for node in self.nodes.values():
             provisioned[node.flavor[1]] += node.gpus
             in_use[node.flavor[1]] += node.gpus - node.free if node.ready else 0
+            tally = flavors.setdefault(node.flavor, [0.0, 0.0, 0.0])  # in use, idle, launching
+            if node.ready:
+                tally[0] += node.gpus - node.free
+                tally[1] += node.free
+            else:
+                tally[2] += node.gpus
         self.timeline.append(
             Sample(
                 time=self.now,
@@ -711,6 +718,10 @@ class Replay:
                     sum(v for (_, ct), v in self.limits.items() if ct == ON_DEMAND)
                 ),
                 pending_jobs=len(self.pending),
+                by_flavor={flavor: FlavorGpus(*tally) for flavor, tally in flavors.items()},
+                on_demand_target_by_pool={
+                    pool: float(v) for (pool, ct), v in self.limits.items() if ct == ON_DEMAND
+                },
             )
         )
 
