@@ -78,10 +78,10 @@ WAIT_TICKS = (
 """Log wait axis ticks, in steps of 3 to 10 so their labels never crowd."""
 SHARE_STEP = 0.1
 """The wait CDF's share axis starts at a multiple of this below the lowest curve."""
-DRAIN_UP = 0.25
-"""After the last submit, a timeline is drawn until its nodes up are at most this share of the
-run's peak and its queue at most `DRAIN_QUEUED` of its longest; what follows is the drain's
-tail, the last long jobs finishing."""
+DRAIN_IN_USE = 0.25
+"""After the last submit, a timeline is drawn until its GPUs in use are at most this share of
+the run's peak and its queue at most `DRAIN_QUEUED` of its longest; what follows is the
+drain's tail, the last long jobs finishing."""
 DRAIN_QUEUED = 0.01
 """A hundredth: a few stragglers left of a long queue do not hold the drain open."""
 
@@ -179,17 +179,18 @@ class TimelineWindow:
 def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
     """The part of the replay the timeline draws.
 
-    The submit period always. After it, each run until its nodes up are at most `DRAIN_UP` of
-    its peak and its queue at most `DRAIN_QUEUED` of its longest (nothing, for a queue under a
-    hundred): past that only the last long jobs run (weeks, in Philly), and a few stragglers
-    queue, and the mix no longer matters. The end drawn is the latest of the runs', plus a
-    twentieth so the last step is seen, never past the data.
+    The submit period always. After it, each run until its GPUs in use are at most
+    `DRAIN_IN_USE` of its peak and its queue at most `DRAIN_QUEUED` of its longest (nothing, for
+    a queue under a hundred): past that only the last long jobs run (weeks, in Philly) and a
+    few stragglers queue. GPUs in use, not up: nodes a few small jobs keep up can stay for
+    weeks, and what they cost is the cost plot's. The end drawn is the latest of the runs',
+    plus a twentieth so the last step is seen, never past the data.
     """
     last_submit = max((o.submit for r in results for o in r.outcomes), default=0.0)
     last_sample = max((r.timeline[-1].time for r in results if r.timeline), default=0.0)
     end = last_submit
     for result in results:
-        peak_up = max((_up(s) for s in result.timeline), default=0.0)
+        peak_in_use = max((_in_use(s) for s in result.timeline), default=0.0)
         peak_queued = max((s.pending_jobs for s in result.timeline), default=0)
         settled = next(
             (
@@ -197,7 +198,7 @@ def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
                 for s in result.timeline
                 if s.time >= last_submit
                 and s.pending_jobs <= DRAIN_QUEUED * peak_queued
-                and _up(s) <= DRAIN_UP * peak_up
+                and _in_use(s) <= DRAIN_IN_USE * peak_in_use
             ),
             result.timeline[-1].time if result.timeline else last_submit,
         )
@@ -209,8 +210,8 @@ def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
     return TimelineWindow(shown_end, last_sample, queued_after)
 
 
-def _up(sample: Sample) -> float:
-    return sum(sample.gpus_provisioned.values())
+def _in_use(sample: Sample) -> float:
+    return sum(sample.gpus_in_use.values())
 
 
 # --------------------------------------------------------------------------- drawing
@@ -405,8 +406,10 @@ def cost_figure(figures: Sequence[RunFigures]) -> Figure:
 
 
 TARGET_LABEL = "on-demand target"
-KEY_HEIGHT = 0.55
-"""The legend and caption row's height, as a share of a run's panel."""
+PANEL_INCHES = 2.2
+"""The height of one run's panels in the timeline."""
+CAPTION_WIDTH = 160
+"""Characters a line of the timeline's caption holds (small type across a 10-inch figure)."""
 ALL_POOLS = "all pools"
 """The one panel of a timeline whose samples carry no per-pool figures."""
 _NO_GPUS = FlavorGpus(in_use=0.0, idle=0.0, launching=0.0)
@@ -471,10 +474,15 @@ def timeline_figure(results: Sequence[RunResult]) -> Figure:
     count = max(len(results), 1)
     window = timeline_window(results)
     shown_end = window.shown_end
-    figure = _figure(5.5 * len(pools) + 5.0, 1.9 + 2.2 * count + 1.3)
+    caption = textwrap.fill(timeline_caption(window), CAPTION_WIDTH)
+    # Two legend rows and the caption's lines, in inches of small type with their spacing.
+    key_inches = 0.55 + 0.17 * (caption.count("\n") + 1)
+    figure = _figure(5.5 * len(pools) + 5.0, 1.9 + PANEL_INCHES * (count + 0.8) + key_inches)
     # Rows: the queue, one per run, and a key (legend and caption) that no panel shares.
     grid = figure.add_gridspec(
-        count + 2, len(pools), height_ratios=[0.8] + [1.0] * count + [KEY_HEIGHT]
+        count + 2,
+        len(pools),
+        height_ratios=[0.8] + [1.0] * count + [key_inches / PANEL_INCHES],
     )
     queue: Axes = figure.add_subplot(grid[0, :])
     _queue_panel(queue, results, shown_end)
@@ -501,17 +509,6 @@ def timeline_figure(results: Sequence[RunResult]) -> Figure:
         if column:
             column[-1].set_xlabel("days from the start of the replay")
     queue.tick_params(labelbottom=not results)
-    cut = ""
-    if window.cut:
-        queued = (
-            f"at most {window.queued_after:,} jobs queued"
-            if window.queued_after
-            else "nothing queued"
-        )
-        cut = (
-            f" Not drawn: days {shown_end / DAY:.0f} to {window.last_sample / DAY:.0f}, the "
-            f"drain's tail ({queued}, the last long jobs finishing)."
-        )
     key: Axes = figure.add_subplot(grid[-1, :])
     key.axis("off")
     if legend:
@@ -526,7 +523,7 @@ def timeline_figure(results: Sequence[RunResult]) -> Figure:
     key.text(
         0.5,
         0.0,
-        textwrap.fill(TIMELINE_CAPTION + cut, 160),
+        caption,
         ha="center",
         va="bottom",
         fontsize="small",
@@ -534,6 +531,20 @@ def timeline_figure(results: Sequence[RunResult]) -> Figure:
     )
     figure.suptitle("GPUs up, in use, and the on-demand target over time (hourly samples)")
     return figure
+
+
+def timeline_caption(window: TimelineWindow) -> str:
+    """What the timeline's bands mean, and what part of the replay it leaves out."""
+    if not window.cut:
+        return TIMELINE_CAPTION
+    queued = (
+        f"at most {window.queued_after:,} jobs queued" if window.queued_after else "nothing queued"
+    )
+    return (
+        f"{TIMELINE_CAPTION} Not drawn: days {window.shown_end / DAY:.0f} to "
+        f"{window.last_sample / DAY:.0f}, the drain's tail ({queued}, under "
+        f"{DRAIN_IN_USE:.0%} of the peak GPUs in use: the last long jobs finishing)."
+    )
 
 
 def _queue_panel(ax: Axes, results: Sequence[RunResult], shown_end: float) -> None:

@@ -202,7 +202,7 @@ def test_wait_axis(waits: list[list[float]], want: WaitAxis) -> None:
         pytest.param(
             [run("a", misses=0, wait=0.0, hours=400, queue_until=10, tail_from=20)],
             TimelineWindow(20 * HOUR * 1.05, 399 * HOUR, 0),
-            id="the drain stops being drawn once nothing queues and a tenth of the peak is up",
+            id="the drain stops being drawn once nothing queues and under a quarter is in use",
         ),
         pytest.param(
             [
