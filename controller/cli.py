@@ -43,7 +43,7 @@ from controller.render.capacity import clamped_targets
 from controller.render.desired import render
 from controller.sim import run as sim_run
 from controller.sim.engine import BASELINES
-from controller.sim.trace import parse_window
+from controller.sim.trace import BUSIEST_MEASURE, parse_window
 from controller.yamlio import dump_documents, dump_per_object
 
 EXIT_OK = 0
@@ -479,7 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--window",
         metavar="START:END",
-        help="replay only jobs submitted in START:END (e.g. 56d:70d) or busiestNd (busiest14d)",
+        help="replay only jobs submitted in START:END (e.g. 56d:70d), or busiestNd: the N whole "
+        f"days with the most {BUSIEST_MEASURE}; Philly's busiest14d is days 61-74, 28,479 "
+        "jobs",
     )
     simulate.add_argument(
         "--baselines",

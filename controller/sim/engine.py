@@ -59,6 +59,7 @@ from controller.sim.model import (
     PREEMPTED,
     WAITED_FOR_NODE,
     WAITED_FOR_QUOTA,
+    FlavorGpus,
     JobOutcome,
     RiskRecord,
     RunResult,
@@ -608,17 +609,28 @@ class Replay:
     def _sample(self) -> None:
         in_use = {SPOT: 0.0, ON_DEMAND: 0.0}
         provisioned = {SPOT: 0.0, ON_DEMAND: 0.0}
+        flavors: dict[Flavor, list[float]] = {}
         for node in self.karpenter.nodes.values():
+            used = sum(node.jobs.values()) + node.placeholders * node.gpus if node.ready else 0
             provisioned[node.capacity_type] += node.gpus
+            in_use[node.capacity_type] += used
+            # In use, up but unused, launching.
+            tally = flavors.setdefault((node.pool, node.capacity_type), [0.0, 0.0, 0.0])
             if node.ready:
-                in_use[node.capacity_type] += sum(node.jobs.values())
+                tally[0] += used
+                tally[1] += node.gpus - used
+            else:
+                tally[2] += node.gpus
+        applied = self._applied_on_demand()
         self.timeline.append(
             Sample(
                 time=self.now,
                 gpus_in_use=in_use,
                 gpus_provisioned=provisioned,
-                on_demand_target=float(sum(self._applied_on_demand().values())),
+                on_demand_target=float(sum(applied.values())),
                 pending_jobs=len(self.kueue.pending()) if self.kueue is not None else 0,
+                by_flavor={flavor: FlavorGpus(*tally) for flavor, tally in flavors.items()},
+                on_demand_target_by_pool={pool: float(v) for pool, v in applied.items()},
             )
         )
 

@@ -82,7 +82,7 @@ def pods_of(gpus: int, per_node: int) -> list[int]:
     return [per_node] * whole + ([rest] if rest else [])
 
 
-def _duration(text: Any) -> float:
+def duration_seconds(text: Any) -> float:
     """A Go duration like "10m" or "30s" (only what we render), in seconds."""
     value = str(text or "0s")
     units = {"h": 3600.0, "m": 60.0, "s": 1.0}
@@ -116,7 +116,9 @@ def specs_from_objects(
                 capacity_type=capacity_type,
                 limit_gpus=int((spec.get("limits") or {}).get(pool.gpu_resource, 0)),
                 weight=int(spec.get("weight") or 0),
-                consolidate_after=_duration((spec.get("disruption") or {}).get("consolidateAfter")),
+                consolidate_after=duration_seconds(
+                    (spec.get("disruption") or {}).get("consolidateAfter")
+                ),
             )
         )
     return out

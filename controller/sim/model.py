@@ -81,6 +81,22 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
+class FlavorGpus:
+    """The GPUs of one pool and capacity type's nodes at a sample, by what they are doing.
+
+    Their sum is what the flavor's nodes cost at that moment; only `in_use` runs work.
+    """
+
+    in_use: float
+    """On ready nodes, held by running jobs."""
+    idle: float
+    """On ready nodes, held by no job: up for a job that does not fit on them yet, or empty
+    and waiting out the ten minutes before consolidation removes them."""
+    launching: float
+    """On nodes launched and not ready yet (the pool's provisioning latency)."""
+
+
+@dataclass(frozen=True)
 class Sample:
     """The cluster at one moment of the timeline."""
 
@@ -91,6 +107,11 @@ class Sample:
     on_demand_target: float
     """Sum over pools of the mix's on-demand GPUs."""
     pending_jobs: int
+    by_flavor: dict[tuple[str, str], FlavorGpus] = field(default_factory=dict)
+    """(pool, capacity type) -> its nodes' GPUs, for flavors with nodes; the totals above are
+    its sums over pools."""
+    on_demand_target_by_pool: dict[str, float] = field(default_factory=dict)
+    """Each pool's on-demand GPUs in the mix (its on-demand NodePool limit)."""
 
 
 @dataclass(frozen=True)

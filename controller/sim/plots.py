@@ -1,5 +1,11 @@
 """PNG plots of a replay's runs, side by side: deadline hits, waits, cost and GPUs over time.
 
+Each plot answers one question, named in its title, and is drawn so the answer is seen at a
+glance: axes span the data (hit rates that all sit between 95 and 98 % get an axis from 90 %,
+not from 0), values are written on bars, and legends sit outside the axes, below or beside
+them, where they hide nothing. The choices that need numbers (axis ranges, where the timeline
+stops) are pure functions here, tested on their own.
+
 matplotlib is imported only when plots are drawn: the other commands do not pay for importing
 it, and an environment installed before it became a dependency still replays and writes the
 summaries (`available()` says whether plots can be drawn). Figures are drawn on
@@ -15,14 +21,26 @@ distribution at once, and `Axes.step` has kept its signature across matplotlib r
 from __future__ import annotations
 
 import importlib.util
+import math
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from controller.sim.model import RunResult
-from controller.sim.report import ALL_TIERS, CAPACITY_TYPES, ON_DEMAND, SPOT, RunFigures
+from controller.render.karpenter import CONSOLIDATE_AFTER as RENDERED_CONSOLIDATE_AFTER
+from controller.sim.karpenter import duration_seconds
+from controller.sim.model import FlavorGpus, RunResult, Sample
+from controller.sim.report import (
+    ALL_TIERS,
+    CAPACITY_TYPES,
+    ON_DEMAND,
+    SPOT,
+    RunFigures,
+    format_seconds,
+)
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist  # type: ignore[import-not-found, unused-ignore]
@@ -35,10 +53,38 @@ COST = "cost_by_capacity_type.png"
 TIMELINE = "gpus_over_time.png"
 PLOT_FILES = (HIT_RATE, WAITS, COST, TIMELINE)
 DPI = 100
+DAY = 86400.0
+HOUR = 3600.0
 CDF_POINTS = 2000
 """A CDF of more waits than this is drawn through this many quantiles: the same curve to the
 eye, and a plot of 100,000 jobs stays quick to draw."""
 CAPACITY_COLORS = {SPOT: "tab:orange", ON_DEMAND: "tab:blue"}
+HIT_RATE_STEP = 5.0
+"""The hit-rate axis starts at a multiple of this many percent, below the lowest rate."""
+LOG_WAITS_FROM = 100.0
+"""Waits are drawn on a log axis when the longest is this many times the axis's left end."""
+SHORTEST_WAIT = 60.0
+"""Seconds: the left end of a log wait axis is at least this; shorter waits (a job placed at
+once on a node already up waits 0 s) are the height the curve starts at."""
+WAIT_TICKS = (
+    ("1 min", 60.0),
+    ("10 min", 600.0),
+    ("1 h", HOUR),
+    ("6 h", 6 * HOUR),
+    ("1 d", DAY),
+    ("1 w", 7 * DAY),
+    ("4 w", 28 * DAY),
+    ("12 w", 84 * DAY),
+)
+"""Log wait axis ticks, in steps of 3 to 10 so their labels never crowd."""
+SHARE_STEP = 0.1
+"""The wait CDF's share axis starts at a multiple of this below the lowest curve."""
+DRAIN_IN_USE = 0.25
+"""After the last submit, a timeline is drawn until its GPUs in use are at most this share of
+the run's peak and its queue at most `DRAIN_QUEUED` of its longest; what follows is the
+drain's tail, the last long jobs finishing."""
+DRAIN_QUEUED = 0.01
+"""A hundredth: a few stragglers left of a long queue do not hold the drain open."""
 
 
 def available() -> bool:
@@ -58,10 +104,10 @@ def write_plots(
         raise ValueError("results and figures must be the same runs in the same order")
     out.mkdir(parents=True, exist_ok=True)
     drawn = [
-        (HIT_RATE, _hit_rates(figures)),
-        (WAITS, _waits(results, figures)),
-        (COST, _costs(figures)),
-        (TIMELINE, _timelines(results)),
+        (HIT_RATE, hit_rate_figure(figures)),
+        (WAITS, wait_figure(results, figures)),
+        (COST, cost_figure(figures)),
+        (TIMELINE, timeline_figure(results)),
     ]
     paths = []
     for name, figure in drawn:
@@ -69,6 +115,107 @@ def write_plots(
         figure.savefig(path, dpi=DPI)
         paths.append(path)
     return paths
+
+
+# --------------------------------------------------------------------------- axis choices
+
+
+def hit_rate_limits(rates: Sequence[float | None]) -> tuple[float, float]:
+    """The hit-rate axis (percent): from a multiple of `HIT_RATE_STEP` at least a point below
+    the lowest rate, to 100 plus room for the values written above the bars."""
+    known = [r for r in rates if r is not None]
+    lowest = min(known, default=0.0)
+    bottom = max(0.0, math.floor((lowest - 1.0) / HIT_RATE_STEP) * HIT_RATE_STEP)
+    return bottom, 100.0 + 0.08 * (100.0 - bottom)
+
+
+@dataclass(frozen=True)
+class WaitAxis:
+    """How a tier's wait CDF is drawn: x in seconds, y the share of started jobs."""
+
+    log: bool
+    left: float
+    right: float
+    bottom: float
+    """The share axis's lower end: just below the lowest share any run starts at."""
+
+
+def wait_axis(waits: Sequence[Sequence[float]]) -> WaitAxis:
+    """The axes for every run's waits (one sequence per run) of one tier.
+
+    Log when the waits span two decades or more above `SHORTEST_WAIT`, else linear from 0. On
+    a log axis the left end is the shortest positive wait (at least a minute), so each curve
+    starts at the share of jobs that waited no longer; the right end is just past the longest.
+    The share axis starts at a multiple of `SHARE_STEP` below the lowest of those starts: most
+    jobs often start at once, and an axis from 0 would spend most of its height on them.
+    """
+    every = [w for run in waits for w in run]
+    longest = max(every, default=0.0)
+    positive = [w for w in every if w > 0]
+    left = max(min(positive, default=SHORTEST_WAIT), SHORTEST_WAIT)
+    log = longest >= LOG_WAITS_FROM * left
+    if not log:
+        left = 0.0
+    starts = [sum(1 for w in run if w <= left) / len(run) for run in waits if run]
+    lowest = min(starts, default=0.0)
+    bottom = max(0.0, math.floor((lowest - 0.02) / SHARE_STEP) * SHARE_STEP)
+    right = longest * 1.3 if log else max(longest, SHORTEST_WAIT) * 1.05
+    return WaitAxis(log=log, left=left, right=right, bottom=round(bottom, 6))
+
+
+@dataclass(frozen=True)
+class TimelineWindow:
+    """How much of the replay the timeline draws, in seconds from its start."""
+
+    shown_end: float
+    last_sample: float
+    queued_after: int
+    """The most jobs any run had queued after `shown_end`: what the cut leaves out."""
+
+    @property
+    def cut(self) -> bool:
+        return self.last_sample > self.shown_end * 1.001
+
+
+def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
+    """The part of the replay the timeline draws.
+
+    The submit period always. After it, each run until its GPUs in use are at most
+    `DRAIN_IN_USE` of its peak and its queue at most `DRAIN_QUEUED` of its longest (nothing, for
+    a queue under a hundred): past that only the last long jobs run (weeks, in Philly) and a
+    few stragglers queue. GPUs in use, not up: nodes a few small jobs keep up can stay for
+    weeks, and what they cost is the cost plot's. The end drawn is the latest of the runs',
+    plus a twentieth so the last step is seen, never past the data.
+    """
+    last_submit = max((o.submit for r in results for o in r.outcomes), default=0.0)
+    last_sample = max((r.timeline[-1].time for r in results if r.timeline), default=0.0)
+    end = last_submit
+    for result in results:
+        peak_in_use = max((_in_use(s) for s in result.timeline), default=0.0)
+        peak_queued = max((s.pending_jobs for s in result.timeline), default=0)
+        settled = next(
+            (
+                s.time
+                for s in result.timeline
+                if s.time >= last_submit
+                and s.pending_jobs <= DRAIN_QUEUED * peak_queued
+                and _in_use(s) <= DRAIN_IN_USE * peak_in_use
+            ),
+            result.timeline[-1].time if result.timeline else last_submit,
+        )
+        end = max(end, settled)
+    shown_end = min(end * 1.05, max(last_sample, end))
+    queued_after = max(
+        (s.pending_jobs for r in results for s in r.timeline if s.time > shown_end), default=0
+    )
+    return TimelineWindow(shown_end, last_sample, queued_after)
+
+
+def _in_use(sample: Sample) -> float:
+    return sum(sample.gpus_in_use.values())
+
+
+# --------------------------------------------------------------------------- drawing
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -96,37 +243,55 @@ def _tier_groups(figures: Sequence[RunFigures]) -> list[str]:
     return [*groups, ALL_TIERS]
 
 
-def _hit_rates(figures: Sequence[RunFigures]) -> Figure:
+def _group_label(group: str) -> str:
+    return "all tiers" if group == ALL_TIERS else group
+
+
+def _rate(run: RunFigures, group: str) -> float | None:
+    try:
+        rate = run.tier(group).hit_rate
+    except KeyError:
+        return None
+    return None if rate is None else 100.0 * rate
+
+
+def hit_rate_figure(figures: Sequence[RunFigures]) -> Figure:
+    """Which run met the most deadlines, tier by tier."""
     groups = _tier_groups(figures)
-    figure = _figure(max(6.0, 1.6 * len(groups) + 0.4 * len(figures)), 4.5)
+    figure = _figure(max(6.0, len(groups) * (0.9 + 0.45 * len(figures))), 4.8)
     ax: Axes = figure.add_subplot(1, 1, 1)
     positions = np.arange(len(groups), dtype=float)
     width = 0.8 / max(len(figures), 1)
-    for i, run in enumerate(figures):
-        rates: list[float | None] = []
-        for group in groups:
-            try:
-                rates.append(run.tier(group).hit_rate)
-            except KeyError:
-                rates.append(None)
-        heights = [0.0 if rate is None else 100.0 * rate for rate in rates]
+    rates = [[_rate(run, group) for group in groups] for run in figures]
+    bottom, top = hit_rate_limits([r for row in rates for r in row])
+    for i, (run, row) in enumerate(zip(figures, rates, strict=True)):
         offsets = positions - 0.4 + width * (i + 0.5)
+        heights = [math.nan if rate is None else rate for rate in row]
         bars = ax.bar(offsets, heights, width, label=run.name, color=_color(i))
-        # The values, since runs often differ by a point or two on a 0-100 axis.
-        labels = ["-" if rate is None else f"{100.0 * rate:.1f}" for rate in rates]
-        ax.bar_label(bars, labels=labels, fontsize="xx-small", padding=1)
-    ax.set_xticks(positions, ["overall" if g == ALL_TIERS else g for g in groups])
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("deadlines met (%)")
-    ax.set_title("Deadline hit rate by tier (unfinished jobs count as missed)")
+        ax.bar_label(
+            bars,
+            labels=["" if rate is None else f"{rate:.1f}" for rate in row],
+            fontsize="x-small",
+            padding=1,
+        )
+        for offset, rate in zip(offsets, row, strict=True):
+            if rate is None:
+                ax.text(offset, bottom, " no deadlines", rotation=90, ha="center", va="bottom")
+    ax.set_xticks(positions, [_group_label(g) for g in groups])
+    ax.set_ylim(bottom, top)
+    ax.set_yticks([t for t in ax.get_yticks() if bottom <= t <= 100.0])
+    ax.set_ylabel(f"deadlines met (%, axis from {bottom:g} %)")
+    ax.grid(axis="y", linewidth=0.5, alpha=0.5)
+    ax.set_axisbelow(True)
+    ax.set_title("Share of deadlines met, by tier (unfinished jobs count as missed)")
     if figures:
-        ax.legend(loc="lower right", fontsize="small")
+        figure.legend(loc="outside lower center", ncols=min(len(figures), 5), fontsize="small")
     return figure
 
 
 def _cdf(waits: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(wait hours, fraction of started jobs) along the empirical CDF."""
-    values = np.sort(np.asarray(waits, dtype=float)) / 3600.0
+    """(wait seconds, fraction of started jobs) along the empirical CDF."""
+    values = np.sort(np.asarray(waits, dtype=float))
     fractions = np.arange(1, len(values) + 1, dtype=float) / len(values)
     if len(values) > CDF_POINTS:
         fractions = np.linspace(0.0, 1.0, CDF_POINTS + 1)
@@ -134,43 +299,67 @@ def _cdf(waits: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return values, fractions
 
 
-def _waits(results: Sequence[RunResult], figures: Sequence[RunFigures]) -> Figure:
+def _wait_unit(right: float) -> tuple[str, float]:
+    if right >= 2 * DAY:
+        return "days", DAY
+    if right >= 2 * HOUR:
+        return "hours", HOUR
+    return "minutes", 60.0
+
+
+def wait_figure(results: Sequence[RunResult], figures: Sequence[RunFigures]) -> Figure:
+    """How long jobs waited to start, tier by tier: each curve is the share of a run's started
+    jobs that waited at most x."""
     groups = _tier_groups(figures)
     columns = min(len(groups), 2)
     rows = -(-len(groups) // columns)
-    figure = _figure(6.0 * columns, 3.6 * rows)
+    figure = _figure(6.0 * columns, 3.4 * rows + 0.6)
     for g, group in enumerate(groups):
         ax: Axes = figure.add_subplot(rows, columns, g + 1)
-        drawn = False
-        longest = 0.0
-        for i, result in enumerate(results):
-            waits = [
-                o.wait
-                for o in result.outcomes
-                if o.wait is not None and group in (ALL_TIERS, o.tier)
-            ]
-            if not waits:
-                continue
-            hours, fractions = _cdf(waits)
-            ax.step(hours, fractions, where="post", label=result.name, color=_color(i))
-            drawn = True
-            longest = max(longest, float(hours[-1]))
-        ax.set_title("all tiers" if group == ALL_TIERS else group)
-        ax.set_xlabel("wait (hours, linear below 0.1 h, log above)")
+        by_run = [
+            [o.wait for o in r.outcomes if o.wait is not None and group in (ALL_TIERS, o.tier)]
+            for r in results
+        ]
+        scale = wait_axis(by_run)
+        ax.set_title(_group_label(group))
         ax.set_ylabel("share of started jobs")
-        ax.set_ylim(0, 1.02)
-        if drawn:
-            ax.set_xscale("symlog", linthresh=0.1)
-            ax.set_xlim(left=0.0, right=max(longest, 0.1) * 1.5)
-            ax.legend(loc="lower right", fontsize="small")
-        else:
+        ax.grid(linewidth=0.5, alpha=0.5)
+        if not any(by_run):
             ax.text(0.5, 0.5, "no started jobs", ha="center", va="center", transform=ax.transAxes)
-    figure.suptitle("Wait from submit to first start, by tier")
+            continue
+        unit, seconds = ("hours", HOUR) if scale.log else _wait_unit(scale.right)
+        for i, (result, waits) in enumerate(zip(results, by_run, strict=True)):
+            if waits:
+                x, fractions = _cdf(waits)
+                ax.step(x / seconds, fractions, where="post", label=result.name, color=_color(i))
+        if scale.log:
+            ax.set_xscale("log", nonpositive="clip")
+            ticks = [(label, at) for label, at in WAIT_TICKS if scale.left <= at <= scale.right]
+            ax.set_xticks([at / HOUR for _, at in ticks], [label for label, _ in ticks])
+            ax.minorticks_off()
+            shortest = format_seconds(scale.left).replace(".0 ", " ")
+            ax.set_xlabel(f"wait (log scale; curves start at the share waiting {shortest} or less)")
+        else:
+            ax.set_xlabel(f"wait ({unit})")
+        ax.set_xlim(scale.left / seconds, scale.right / seconds)
+        ax.set_ylim(scale.bottom, 1.01)
+    figure.suptitle("How long jobs waited from submit to first start, by tier")
+    if results:
+        figure.legend(
+            *figure.axes[0].get_legend_handles_labels(),
+            loc="outside lower center",
+            ncols=min(len(results), 5),
+            fontsize="small",
+        )
     return figure
 
 
-def _costs(figures: Sequence[RunFigures]) -> Figure:
-    figure = _figure(max(6.0, 1.3 * len(figures) + 2.0), 4.5)
+def cost_figure(figures: Sequence[RunFigures]) -> Figure:
+    """What each run paid for its nodes, spot and on-demand, and how that compares with
+    running on-demand only."""
+    from matplotlib.ticker import FuncFormatter  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+
+    figure = _figure(max(6.5, 1.4 * len(figures) + 2.0), 4.8)
     ax: Axes = figure.add_subplot(1, 1, 1)
     positions = np.arange(len(figures), dtype=float)
     bottom = np.zeros(len(figures))
@@ -185,60 +374,242 @@ def _costs(figures: Sequence[RunFigures]) -> Figure:
             color=CAPACITY_COLORS[capacity_type],
         )
         bottom = bottom + heights
+    compared = any(run.cost_vs_on_demand_only is not None for run in figures)
     for position, run in zip(positions, figures, strict=True):
+        share = (
+            "" if run.cost_vs_on_demand_only is None else f"\n{run.cost_vs_on_demand_only:.0f} %"
+        )
         ax.text(
-            float(position), run.total_cost, f"${run.total_cost:,.0f}", ha="center", va="bottom"
+            float(position),
+            run.total_cost,
+            f"${run.total_cost:,.0f}{share}",
+            ha="center",
+            va="bottom",
+            fontsize="small",
         )
     ax.set_xticks(positions, [run.name for run in figures])
-    ax.set_ylabel("cost of provisioned GPU-hours ($)")
-    ax.set_ylim(0, max([*(run.total_cost for run in figures), 1.0]) * 1.12)
-    ax.set_title("Cost by capacity type")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"${value:,.0f}"))
+    ax.set_ylabel("cost of provisioned GPU-hours")
+    ax.set_ylim(0, max([*(run.total_cost for run in figures), 1.0]) * 1.2)
+    ax.grid(axis="y", linewidth=0.5, alpha=0.5)
+    ax.set_axisbelow(True)
+    ax.set_title(
+        "What each run paid for its nodes, by capacity type"
+        + ("\n(above each bar: the total, and as a share of on-demand-only's)" if compared else ""),
+        fontsize="medium",
+    )
+    # Listed top down, as the bands are stacked.
+    handles, labels = ax.get_legend_handles_labels()
+    figure.legend(
+        handles[::-1], labels[::-1], loc="outside lower center", ncols=2, fontsize="small"
+    )
     return figure
 
 
-def _timelines(results: Sequence[RunResult]) -> Figure:
+TARGET_LABEL = "on-demand target"
+PANEL_INCHES = 2.2
+"""The height of one run's panels in the timeline."""
+CAPTION_WIDTH = 160
+"""Characters a line of the timeline's caption holds (small type across a 10-inch figure)."""
+ALL_POOLS = "all pools"
+"""The one panel of a timeline whose samples carry no per-pool figures."""
+_NO_GPUS = FlavorGpus(in_use=0.0, idle=0.0, launching=0.0)
+
+
+def timeline_pools(results: Sequence[RunResult]) -> list[str]:
+    """The pools the timelines hold, by name; [ALL_POOLS] when the samples have only totals."""
+    pools = {
+        pool
+        for r in results
+        for s in r.timeline
+        for pool in [*s.on_demand_target_by_pool, *(p for p, _ in s.by_flavor)]
+    }
+    return sorted(pools) or [ALL_POOLS]
+
+
+def _flavor(sample: Sample, pool: str, capacity_type: str) -> FlavorGpus:
+    if pool == ALL_POOLS:
+        # Totals only: what is up but not in use cannot be told idle from launching.
+        used = sample.gpus_in_use.get(capacity_type, 0.0)
+        up = sample.gpus_provisioned.get(capacity_type, 0.0)
+        return FlavorGpus(in_use=used, idle=up - used, launching=0.0)
+    return sample.by_flavor.get((pool, capacity_type), _NO_GPUS)
+
+
+def _target(sample: Sample, pool: str) -> float:
+    if pool == ALL_POOLS:
+        return sample.on_demand_target
+    return sample.on_demand_target_by_pool.get(pool, 0.0)
+
+
+def _bands(timeline: Sequence[Sample], pool: str) -> list[tuple[str, np.ndarray, dict[str, Any]]]:
+    """The stacked bands, bottom up: what runs, then what is up unused, then what is coming;
+    on-demand below spot in each."""
+    bands: list[tuple[str, np.ndarray, dict[str, Any]]] = []
+    for state in ("in use", "up, unused", "launching"):
+        for c in (ON_DEMAND, SPOT):
+            flavors = [_flavor(s, pool, c) for s in timeline]
+            if state == "in use":
+                values = [f.in_use for f in flavors]
+                style: dict[str, Any] = {"color": CAPACITY_COLORS[c], "linewidth": 0}
+            elif state == "up, unused":
+                values = [f.idle for f in flavors]
+                style = {"color": CAPACITY_COLORS[c], "alpha": 0.35, "linewidth": 0}
+            else:
+                values = [f.launching for f in flavors]
+                style = {
+                    "facecolor": "none",
+                    "edgecolor": CAPACITY_COLORS[c],
+                    "hatch": "////",
+                    "linewidth": 0,
+                }
+            bands.append((f"{c} {state}", np.asarray(values, dtype=float), style))
+    return bands
+
+
+def timeline_figure(results: Sequence[RunResult]) -> Figure:
+    """How many GPUs each run had up, of which type, how many ran jobs, and how many jobs
+    queued meanwhile: a top panel of queued jobs, then one row per run and one column per
+    pool, stacked bands of the nodes' GPUs with the on-demand target over them, then a key."""
+    pools = timeline_pools(results)
     count = max(len(results), 1)
-    figure = _figure(10.0, 2.4 * count + 0.6)
-    first: Axes | None = None
-    legend: tuple[list[Artist], list[Any]] | None = None
-    for i, result in enumerate(results):
-        ax: Axes = (
-            figure.add_subplot(count, 1, i + 1)
-            if first is None
-            else figure.add_subplot(count, 1, i + 1, sharex=first)
-        )
-        first = first or ax
-        ax.set_title(result.name, loc="left", fontsize="medium")
-        ax.set_ylabel("GPUs")
-        if not result.timeline:
-            ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
-            continue
-        days = np.array([s.time / 86400.0 for s in result.timeline])
-        for capacity_type in CAPACITY_TYPES:
-            color = CAPACITY_COLORS[capacity_type]
-            in_use = [s.gpus_in_use.get(capacity_type, 0.0) for s in result.timeline]
-            provisioned = [s.gpus_provisioned.get(capacity_type, 0.0) for s in result.timeline]
-            ax.step(days, in_use, where="post", color=color, label=f"{capacity_type} in use")
-            ax.step(
-                days,
-                provisioned,
-                where="post",
-                color=color,
-                linestyle="--",
-                linewidth=0.8,
-                label=f"{capacity_type} provisioned",
+    window = timeline_window(results)
+    shown_end = window.shown_end
+    caption = textwrap.fill(timeline_caption(window), CAPTION_WIDTH)
+    # Two legend rows and the caption's lines, in inches of small type with their spacing.
+    key_inches = 0.55 + 0.17 * (caption.count("\n") + 1)
+    figure = _figure(5.5 * len(pools) + 5.0, 1.9 + PANEL_INCHES * (count + 0.8) + key_inches)
+    # Rows: the queue, one per run, and a key (legend and caption) that no panel shares.
+    grid = figure.add_gridspec(
+        count + 2,
+        len(pools),
+        height_ratios=[0.8] + [1.0] * count + [key_inches / PANEL_INCHES],
+    )
+    queue: Axes = figure.add_subplot(grid[0, :])
+    _queue_panel(queue, results, shown_end)
+    legend: dict[str, Artist] = {}
+    for p, pool in enumerate(pools):
+        column: list[Axes] = []
+        high = 1.0
+        for i, result in enumerate(results):
+            ax: Axes = figure.add_subplot(grid[i + 1, p], sharex=queue)
+            ax.set_title(
+                result.name if len(pools) == 1 else f"{result.name}, pool {pool}",
+                loc="left",
+                fontsize="medium",
             )
-        target = [s.on_demand_target for s in result.timeline]
-        ax.step(days, target, where="post", color="black", linestyle=":", label="on-demand target")
-        if legend is None:
-            legend = ax.get_legend_handles_labels()
-    if first is not None:
-        # On the bottom panel (the x axis is shared): the legend goes below the figure.
-        figure.axes[-1].set_xlabel("days from the start of the replay")
-    if legend is not None:
-        # One legend for every panel, below them, where it hides no line.
-        handles, labels = legend
-        figure.legend(handles, labels, loc="outside lower center", ncols=5, fontsize="small")
-    figure.suptitle("GPUs in use and provisioned, and the on-demand target, over time")
+            ax.set_ylabel("GPUs" if p == 0 else "")
+            ax.tick_params(labelbottom=i == len(results) - 1)
+            drawn, highest = _pool_panel(ax, result.timeline, pool, shown_end=shown_end)
+            legend.update(drawn)
+            column.append(ax)
+            high = max(high, highest)
+        # One scale down a column, so runs compare by height, fitted to what is shown.
+        for ax in column:
+            ax.set_ylim(0, high * 1.08)
+        if column:
+            column[-1].set_xlabel("days from the start of the replay")
+    queue.tick_params(labelbottom=not results)
+    key: Axes = figure.add_subplot(grid[-1, :])
+    key.axis("off")
+    if legend:
+        key.legend(
+            list(legend.values()),
+            list(legend),
+            loc="upper center",
+            ncols=4,
+            fontsize="small",
+            frameon=False,
+        )
+    key.text(
+        0.5,
+        0.0,
+        caption,
+        ha="center",
+        va="bottom",
+        fontsize="small",
+        transform=key.transAxes,
+    )
+    figure.suptitle("GPUs up, in use, and the on-demand target over time (hourly samples)")
     return figure
+
+
+def timeline_caption(window: TimelineWindow) -> str:
+    """What the timeline's bands mean, and what part of the replay it leaves out."""
+    if not window.cut:
+        return TIMELINE_CAPTION
+    queued = (
+        f"at most {window.queued_after:,} jobs queued" if window.queued_after else "nothing queued"
+    )
+    return (
+        f"{TIMELINE_CAPTION} Not drawn: days {window.shown_end / DAY:.0f} to "
+        f"{window.last_sample / DAY:.0f}, the drain's tail ({queued}, under "
+        f"{DRAIN_IN_USE:.0%} of the peak GPUs in use: the last long jobs finishing)."
+    )
+
+
+def _queue_panel(ax: Axes, results: Sequence[RunResult], shown_end: float) -> None:
+    for i, result in enumerate(results):
+        ax.step(
+            [s.time / DAY for s in result.timeline],
+            [s.pending_jobs for s in result.timeline],
+            where="post",
+            color=_color(i),
+            label=result.name,
+        )
+    ax.set_ylabel("jobs queued\n(Kueue pending)")
+    ax.set_xlim(0, shown_end / DAY)
+    ax.set_ylim(bottom=0)
+    ax.grid(linewidth=0.5, alpha=0.5)
+    if results:
+        # A row above the panel: inside, it would hide some run's queue.
+        ax.legend(
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.0),
+            ncols=len(results),
+            fontsize="small",
+            frameon=False,
+        )
+
+
+def _pool_panel(
+    ax: Axes, timeline: Sequence[Sample], pool: str, *, shown_end: float
+) -> tuple[dict[str, Artist], float]:
+    """One run's pool: the stacked bands and the on-demand target.
+
+    Returns label -> artist for the legend, and the highest value drawn up to `shown_end`.
+    """
+    ax.grid(linewidth=0.5, alpha=0.5)
+    ax.set_axisbelow(True)
+    if not timeline:
+        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+        return {}, 0.0
+    days = np.array([s.time / DAY for s in timeline])
+    target = np.array([_target(s, pool) for s in timeline])
+    drawn: dict[str, Artist] = {}
+    base = np.zeros(len(days))
+    for label, values, style in _bands(timeline, pool):
+        top = base + values
+        drawn[label] = ax.fill_between(days, base, top, step="post", label=label, **style)
+        base = top
+    (drawn[TARGET_LABEL],) = ax.step(
+        days,
+        target,
+        where="post",
+        color="black",
+        linestyle=":",
+        linewidth=1.2,
+        label=TARGET_LABEL,
+    )
+    shown = days <= shown_end / DAY + 1e-9
+    highest = max(base[shown].max(initial=0.0), target[shown].max(initial=0.0))
+    return drawn, float(highest)
+
+
+TIMELINE_CAPTION = (
+    "Up, unused: GPUs of ready nodes no job holds (the rest of a part-used node, a node "
+    "waiting for the others a wide job needs, or an empty node in the "
+    f"{duration_seconds(RENDERED_CONSOLIDATE_AFTER) / 60:g} min before it is removed). Launching: nodes not ready yet "
+    "(provisioning latency; an interrupted spot node is relaunched for its jobs). The "
+    "on-demand target caps launches; nodes running jobs stay until they empty."
+)

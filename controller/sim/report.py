@@ -524,12 +524,16 @@ def render_markdown(
     inputs: Sequence[str],
     assignment: str,
     policy: str,
+    warnings: Sequence[str] = (),
     measurements: Sequence[Measurement] = (),
     plots: Sequence[str] = (),
 ) -> str:
     """summary.md: the same figures as summary.json, with how jobs were assigned and the
-    policy used, so the file stands on its own."""
+    policy used, so the file stands on its own. Warnings come first, before any figure they
+    change the reading of."""
     lines = [f"# {title}", ""]
+    for warning in warnings:
+        lines += [f"> **Warning:** {warning}", ""]
     lines += [f"- {item}" for item in inputs]
     lines += [
         "",

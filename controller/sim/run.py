@@ -38,8 +38,9 @@ from controller.sim.report import (
     summary_document,
     terminal_summary,
 )
-from controller.sim.scenario import default_policy_set
-from controller.sim.trace import Trace, load_trace, parse_window
+from controller.sim.scenario import Demand, default_policy_set, measure_demand
+from controller.sim.sizing import policy_capacity, size_warnings
+from controller.sim.trace import Trace, describe_window, load_trace, parse_window
 
 DEFAULT_OUT = Path("sim-out")
 TRACES_ENV = "QUARTERMASTER_TRACES"
@@ -100,6 +101,10 @@ class Inputs:
     policy_source: str
     rule: AssignmentRule
     jobs: list[SimJob]
+    demand: Demand
+    """The trace's demand in the window, which the policy's size is checked against."""
+    warnings: tuple[str, ...] = ()
+    """What a reader must know before reading the figures (a policy far too small or big)."""
 
 
 def prepare(
@@ -112,11 +117,15 @@ def prepare(
 ) -> Inputs:
     """Load the trace (in the window), size a policy to it unless one is given, assign the jobs.
 
+    A given policy is checked against the trace's demand (`sizing.size_warnings`); the sized
+    one passes that check by construction.
+
     Raises ValueError for an invalid window or a trace with no usable job.
     """
     trace = load_trace(trace_path, window=parse_window(window) if window else None)
     if not trace.jobs:
         raise ValueError(f"{trace.source}: no usable job (in the window {window})")
+    demand = measure_demand(trace.jobs)
     if policy_set is None:
         policy_set = default_policy_set(trace.jobs)
         policy_source = DEFAULT_POLICY_SOURCE
@@ -128,6 +137,8 @@ def prepare(
         policy_source=policy_source or "given",
         rule=rule,
         jobs=assign_jobs(trace.jobs, policy_set, rule),
+        demand=demand,
+        warnings=tuple(size_warnings(policy_capacity(policy_set), demand)),
     )
 
 
@@ -324,7 +335,13 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
             "skipped_rows": trace.skipped,
             "seed": seed,
             "work_gpu_hours": sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0,
+            "demand_gpus": {
+                "p95": inputs.demand.p95,
+                "mean": inputs.demand.mean,
+                "peak": inputs.demand.peak,
+            },
         },
+        "warnings": list(inputs.warnings),
         "assignment": {
             "rule": dataclasses.asdict(inputs.rule),
             "statement": assignment_statement(inputs.rule),
@@ -346,15 +363,15 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
 
 def _inputs_lines(inputs: Inputs, *, seed: int) -> list[str]:
     trace = inputs.trace
-    window = "whole trace"
-    if trace.window is not None:
-        start, end = trace.window
-        window = f"{inputs.window_text}: days {start / 86400:g} to {end / 86400:g} of the trace"
+    window = describe_window(inputs.window_text, trace.window)
     work = sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0
+    demand = inputs.demand
     return [
         f"trace: {trace.source} ({window})",
         f"jobs: {len(inputs.jobs):,} ({trace.skipped:,} unusable rows skipped), "
         f"{work:,.0f} GPU-hours of work",
+        f"demand: p95 {demand.p95:,.0f} GPUs, mean {demand.mean:,.0f}, peak {demand.peak:,.0f} "
+        "(every job started at its submit, over the submit period)",
         f"seed: {seed} (assignment and every run)",
         f"policy: {inputs.policy_set.policy.name} ({inputs.policy_source})",
     ]
@@ -405,6 +422,7 @@ def write_outputs(
             + ([] if drawn else ["plots: not drawn (matplotlib is not installed)"]),
             assignment=assignment_statement(inputs.rule),
             policy=_policy_statement(context["policy"]),
+            warnings=inputs.warnings,
             measurements=measurements,
             plots=[p.name for p in drawn],
         ),
@@ -440,6 +458,9 @@ def simulate(
         out.write(line + "\n")
     out.write("\n")
     out.flush()
+    for warning in inputs.warnings:
+        err.write(f"warning: {warning}\n")
+    err.flush()
     specs = run_specs(baselines)
     results, measurements = run_replays(inputs, specs, seed=seed, err=err, tty=tty)
     tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]

@@ -35,12 +35,23 @@ _TIME = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*$")
 _BUSIEST = re.compile(r"^\s*busiest\s*(\d+)\s*d\s*$")
 
 
+BUSIEST_MEASURE = "GPU-seconds submitted (GPUs x duration, not job count)"
+"""What `busiestNd` maximises, in the words the CLI's help and the summary use."""
+
+
 @dataclass(frozen=True)
 class BusiestWindow:
     """The `days` consecutive whole days of a trace with the most submitted GPU-seconds.
 
     It names a window that can only be found once the trace is read, which is why the CLI's
     `--window busiest14d` parses to this rather than to times.
+
+    The measure is GPU-seconds (each job's GPUs x duration, counted on its submit day), not the
+    number of jobs: a replay's load is GPU-time, and a day of a thousand one-GPU, ten-minute
+    jobs loads a cluster less than one day of a few week-long 8-GPU jobs. The two measures pick
+    different windows. On Philly, `busiest14d` is days 61-74 (the window [61 d, 75 d)):
+    28,479 jobs and 763,004 GPU-hours. The busiest 14 days by job count, which
+    ../shared/traces/README.md quotes, are days 56-69: 33,408 jobs but 654,892 GPU-hours.
     """
 
     days: int = 14
@@ -178,6 +189,29 @@ def busiest_window(jobs: Sequence[TraceJob], *, days: int = 14) -> tuple[float, 
             best, best_start = running, start
     begin = first + best_start
     return (begin * DAY, (begin + days) * DAY)
+
+
+def describe_window(text: str | None, window: tuple[float, float] | None) -> str:
+    """The window as the summary states it: the argument, the days it covers, and for
+    `busiestNd` the measure that chose it.
+
+    Days are whole days from the trace's start, first and last inclusive ("days 61-74"), as
+    the traces' README counts them; a window that does not fall on whole days is in days with
+    decimals, end exclusive.
+    """
+    if window is None:
+        return "whole trace"
+    start, end = window
+    first, stop = start / DAY, end / DAY
+    if first.is_integer() and stop.is_integer():
+        days = f"days {first:.0f}-{stop - 1:.0f}" if stop - first > 1 else f"day {first:.0f}"
+    else:
+        days = f"days {first:g} to {stop:g} (end exclusive)"
+    shown = text if text is not None else f"{start:g}:{end:g}"
+    described = f"{shown}: {days} of the trace"
+    if text is not None and isinstance(parse_window(text), BusiestWindow):
+        described += f", the {stop - first:.0f} whole days with the most {BUSIEST_MEASURE}"
+    return described
 
 
 def parse_window(text: str) -> Window:

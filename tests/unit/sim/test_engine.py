@@ -26,7 +26,7 @@ import pytest
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
-from controller.sim.model import JobOutcome, RunResult, Sample, SimJob
+from controller.sim.model import FlavorGpus, JobOutcome, RunResult, Sample, SimJob
 from tests.builders import policy_doc, pool_doc, project_doc
 
 Doc = dict[str, Any]
@@ -411,6 +411,28 @@ def test_a_launch_covers_only_what_free_nodes_lack() -> None:
     assert outcomes(result)["b"].first_start == 1300.0
     assert max(s.gpus_provisioned[SPOT] for s in result.timeline) == 16
     assert result.gpu_hours_by_capacity_type[SPOT] == pytest.approx(gpu_hours(2300, 1100))
+
+
+def test_a_sample_splits_each_pools_nodes_into_in_use_idle_and_launching() -> None:
+    """Two 4-GPU jobs on spot. a's node launches at 0 and is ready at 100; a runs to 1100 beside
+    4 free GPUs; the node then stands empty until b, submitted at 1500, runs on it. Samples every
+    50 s see no node at 0, the node launching at 50, half used at 150 and empty at 1150; the
+    totals stay the sums over pools."""
+    spec = RunSpec("all-spot", "static", sample_interval=50)
+    result = replay(policy(), [job("a", gpus=4), job("b", gpus=4, submit=1500)], spec)
+    assert sample_at(result, 0.0).by_flavor == {}
+    want = {
+        50.0: FlavorGpus(in_use=0.0, idle=0.0, launching=8.0),
+        150.0: FlavorGpus(in_use=4.0, idle=4.0, launching=0.0),
+        1150.0: FlavorGpus(in_use=0.0, idle=8.0, launching=0.0),
+    }
+    for time, flavor in want.items():
+        sample = sample_at(result, time)
+        assert sample.by_flavor == {("a100", SPOT): flavor}, time
+        assert sample.gpus_in_use[SPOT] == flavor.in_use
+        assert sample.gpus_provisioned[SPOT] == flavor.in_use + flavor.idle + flavor.launching
+        assert sample.on_demand_target_by_pool == {"a100": 0.0}
+    assert outcomes(result)["b"].first_start == 1500.0
 
 
 def test_every_job_of_a_static_baseline_can_run() -> None:

@@ -201,6 +201,59 @@ def test_a_policy_directory_is_replayed_instead_of_the_default(trace: Path, tmp_
     assert policy["pools"][0]["max_gpus"] == 32
 
 
+def test_a_policy_far_too_small_for_the_trace_is_warned_about_with_the_numbers(
+    trace: Path, tmp_path: Path
+) -> None:
+    """One 8-GPU project against a trace whose demand averages tens of GPUs: the warning goes
+    to stderr, summary.json's `warnings` and the top of summary.md; the sized default has
+    none."""
+    policy_dir = tmp_path / "policy"
+    policy_dir.mkdir()
+    docs = [
+        policy_doc(pools=[pool_doc(maxGpus=64, onDemand={"floorGpus": 0, "ceilingGpus": 64})]),
+        project_doc("vision", quotas=[{"pool": "a100", "nominalGpus": 8}]),
+    ]
+    (policy_dir / "policy.yaml").write_text(yaml.safe_dump_all(docs))
+    out_dir = tmp_path / "out"
+    code, _, err = simulate(
+        "--trace",
+        str(trace),
+        "--out",
+        str(out_dir),
+        "--policy",
+        str(policy_dir),
+        "--baselines",
+        "none",
+    )
+    assert code == EXIT_OK, err
+    document = summary(out_dir)
+    demand = document["inputs"]["demand_gpus"]
+    (warning,) = document["warnings"]
+    assert warning.startswith("policy fleet is far too small for this trace")
+    assert "at most 8 GPUs at once (its quotas plus tier reservations; maxGpus adds up to 64" in (
+        warning
+    )
+    assert f"p95 of {demand['p95']:,.0f} GPUs" in warning
+    assert f"warning: {warning}" in err
+    markdown = (out_dir / "summary.md").read_text()
+    assert markdown.index(warning) < markdown.index("## Deadline hit rate by tier")
+
+    default_dir = tmp_path / "default"
+    code, _, err = simulate("--trace", str(trace), "--out", str(default_dir), "--baselines", "none")
+    assert code == EXIT_OK, err
+    assert summary(default_dir)["warnings"] == []
+    assert "warning" not in err
+
+
+def test_help_says_what_the_busiest_window_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "busiestNd: the N whole days with the most GPU-seconds submitted" in text
+    assert "not job count" in text
+    assert "days 61-74" in text
+
+
 def test_a_bare_trace_name_is_found_in_the_traces_directory(
     trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,6 +18,7 @@ from controller.sim.trace import (
     BusiestWindow,
     Trace,
     busiest_window,
+    describe_window,
     load_trace,
     parse_window,
     select_window,
@@ -290,6 +291,36 @@ def test_busiest_is_by_gpu_seconds_not_job_count() -> None:
     assert busiest_window(many_small + one_wide, days=1) == (DAY, 2 * DAY)
 
 
+@pytest.mark.parametrize(
+    ("text", "window", "want"),
+    [
+        pytest.param(None, None, "whole trace", id="no window is the whole trace"),
+        pytest.param(
+            "busiest14d",
+            (61 * DAY, 75 * DAY),
+            "busiest14d: days 61-74 of the trace, the 14 whole days with the most GPU-seconds "
+            "submitted (GPUs x duration, not job count)",
+            id="busiest names its days, first and last, and the measure that chose them",
+        ),
+        pytest.param(
+            "56d:70d",
+            (56 * DAY, 70 * DAY),
+            "56d:70d: days 56-69 of the trace",
+            id="whole days read as the traces README counts them",
+        ),
+        pytest.param("60d:61d", (60 * DAY, 61 * DAY), "60d:61d: day 60 of the trace", id="a day"),
+        pytest.param(
+            "12h:36h",
+            (0.5 * DAY, 1.5 * DAY),
+            "12h:36h: days 0.5 to 1.5 (end exclusive) of the trace",
+            id="a window off whole days keeps its fractions",
+        ),
+    ],
+)
+def test_describe_window(text: str | None, window: tuple[float, float] | None, want: str) -> None:
+    assert describe_window(text, window) == want
+
+
 def test_busiest_window_through_load_trace_rebases_to_its_day(tmp_path: Path) -> None:
     lines = [HEADER] + [f"d{d},{int(d * DAY + 60)},{s},1,,," for d, s in [(0, 5), (1, 90), (2, 5)]]
     trace = load_trace(write(tmp_path / "t.csv", lines), window=parse_window("busiest1d"))
@@ -337,6 +368,24 @@ def test_real_traces_load(
     # The budget is ~1.5 s; twice that leaves room for a busy test machine.
     assert seconds < 3.0
     assert busiest_window(trace.jobs) == (busiest_day * DAY, (busiest_day + 14) * DAY)
+
+
+def test_philly_busiest_14_days_by_gpu_seconds_are_days_61_to_74() -> None:
+    """What BusiestWindow's docstring and `simulate --help` say: 28,479 jobs, 763,004
+    GPU-hours; the job-count window (days 56-69) holds more jobs but less work."""
+    path = TRACES / "philly.csv.gz"
+    if not path.exists():
+        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+    jobs = load_trace(path).jobs
+    busiest = load_trace(path, window=BusiestWindow(14))
+    assert busiest.window == (61 * DAY, 75 * DAY)
+    assert len(busiest.jobs) == 28_479
+    by_count = select_window(jobs, (56 * DAY, 70 * DAY))
+
+    def gpu_hours(window: list[TraceJob]) -> int:
+        return round(sum(j.gpus * j.duration for j in window) / 3600)
+
+    assert (gpu_hours(busiest.jobs), gpu_hours(by_count)) == (763_004, 654_892)
 
 
 def test_philly_busiest_days_by_job_count_match_its_readme() -> None:
