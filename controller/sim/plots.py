@@ -609,7 +609,8 @@ def _pool_panel(
 TIMELINE_CAPTION = (
     "Up, unused: GPUs of ready nodes no job holds (the rest of a part-used node, a node "
     "waiting for the others a wide job needs, or an empty node in the "
-    f"{duration_seconds(RENDERED_CONSOLIDATE_AFTER) / 60:g} min before it is removed). Launching: nodes not ready yet "
+    f"{duration_seconds(RENDERED_CONSOLIDATE_AFTER) / 60:g} min before it is removed). "
+    "Launching: nodes not ready yet "
     "(provisioning latency; an interrupted spot node is relaunched for its jobs). The "
     "on-demand target caps launches; nodes running jobs stay until they empty."
 )
