@@ -8,12 +8,13 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
   and not yet removed) past its limit; lowering a limit removes no node.
 - **Pods.** An admitted workload's pod set becomes pods of at most a node's GPUs each (a
   16-GPU job on 8-GPU nodes is two 8-GPU pods) that must land on nodes of the capacity type its
-  flavor selects, all at once (a gang). Placement is best fit on Ready nodes (the fullest
-  node that takes the pod: the kube-scheduler's `MostAllocated` scoring, which GPU clusters use
-  to keep whole nodes free for wide pods), largest pods first. Warm-pool placeholders are pods
-  of a node's GPUs at a priority below every workload:
-  a workload preempts them from a Ready node (the kube-scheduler's preemption) and starts
-  there at once; a displaced placeholder waits for room again.
+  flavor selects. Pods bind one at a time, best fit on Ready nodes (the fullest node that takes
+  the pod: the kube-scheduler's `MostAllocated` scoring, which GPU clusters use to keep whole
+  nodes free for wide pods), largest first, and hold their node while the rest of their gang
+  waits; the workload starts once all its pods are bound. Warm-pool placeholders are pods of
+  a node's GPUs at a priority below every workload: a workload preempts them from a Ready node
+  (the kube-scheduler's preemption) and binds there at once; a displaced placeholder waits for
+  room again.
 - **Launches.** Pods that fit no Ready node are bin-packed, largest first, onto nodes being
   launched and then onto new nodes of the highest-weight NodePool that may take them (a
   workload's pods only on its flavor's capacity type; placeholders on either). A node is Ready
@@ -168,6 +169,7 @@ class Karpenter:
     def admit(self, key: int, pool: str, capacity_type: str, gpus: int) -> None:
         per_node = self.pools[pool].gpus_per_node
         self.waiting[key] = (pool, capacity_type, pods_of(gpus, per_node))
+        self.placed.setdefault(key, {})
 
     def release(self, key: int, *, now: float) -> None:
         """A workload stopped or finished: its pods leave their nodes (or stop waiting)."""
@@ -189,16 +191,18 @@ class Karpenter:
 
     # ------------------------------------------------------------------ placement
     def place(self, *, now: float) -> list[int]:
-        """Places waiting workloads on Ready nodes, then launches nodes for what is left.
+        """Binds waiting workloads' pods to Ready nodes, then launches nodes for what is left.
 
-        Returns the workloads that started, in the order they were admitted.
+        Pods bind one by one, as the kube-scheduler binds them, and hold their node while the
+        rest of their gang waits (so a half-placed job's node is never consolidated away); a
+        workload starts once all its pods are bound. Returns the workloads that started, in
+        the order they were admitted.
         """
         started: list[int] = []
         for key in list(self.waiting):
             pool, capacity_type, pods = self.waiting[key]
-            placement = self._fit(pool, capacity_type, pods, preempt=True)
-            if placement is None:
-                continue
+            placement, left = self._bind(pool, capacity_type, pods)
+            bound = self.placed.setdefault(key, {})
             for node_id, (gpus, evicted) in placement.items():
                 node = self.nodes[node_id]
                 node.placeholders -= evicted
@@ -206,9 +210,12 @@ class Karpenter:
                 node.free -= gpus
                 node.jobs[key] = node.jobs.get(key, 0) + gpus
                 node.idle_since = None
-            self.placed[key] = {n: g for n, (g, _) in placement.items()}
-            del self.waiting[key]
-            started.append(key)
+                bound[node_id] = bound.get(node_id, 0) + gpus
+            if left:
+                self.waiting[key] = (pool, capacity_type, left)
+            else:
+                del self.waiting[key]
+                started.append(key)
         self._place_placeholders(now)
         self._launch(now)
         return started
@@ -225,15 +232,17 @@ class Karpenter:
             key=lambda n: n.id,
         )
 
-    def _fit(
-        self, pool: str, capacity_type: str, pods: Sequence[int], *, preempt: bool
-    ) -> dict[int, tuple[int, int]] | None:
-        """node id -> (GPUs taken, placeholders evicted) for every pod, or None."""
+    def _bind(
+        self, pool: str, capacity_type: str, pods: Sequence[int]
+    ) -> tuple[dict[int, tuple[int, int]], list[int]]:
+        """Where the pods go on Ready nodes (node id -> (GPUs, placeholders evicted)), best fit,
+        and the pods that found no room."""
         nodes = self._ready_nodes(pool, capacity_type)
         free = {n.id: n.free for n in nodes}
-        evictable = {n.id: n.placeholders if preempt else 0 for n in nodes}
+        evictable = {n.id: n.placeholders for n in nodes}
         size = {n.id: n.gpus for n in nodes}
         taken: dict[int, list[int]] = {}
+        left: list[int] = []
         for pod in pods:
             target = min(
                 (n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None
@@ -251,10 +260,11 @@ class Karpenter:
                     if target is not None:
                         break
             if target is None:
-                return None
+                left.append(pod)
+                continue
             free[target] -= pod
             taken.setdefault(target, [0, 0])[0] += pod
-        return {n: (g, e) for n, (g, e) in taken.items()}
+        return {n: (g, e) for n, (g, e) in taken.items()}, left
 
     def _place_placeholders(self, now: float) -> None:
         for pool_name, wanted in self.placeholders_wanted.items():
@@ -289,24 +299,8 @@ class Karpenter:
         workload pod needs.
         """
         demand: dict[tuple[str, str], list[int]] = {}
-        free: dict[tuple[str, str], list[int]] = {}
         for pool, capacity_type, pods in self.waiting.values():
-            key = (pool, capacity_type)
-            if key not in free:
-                free[key] = [n.free for n in self._ready_nodes(pool, capacity_type)]
-            # Pods the kube-scheduler can bind to Ready nodes need no new node (the gang
-            # starts once the rest have landed).
-            for pod in pods:
-                room = free[key]
-                slot = min(
-                    (i for i, f in enumerate(room) if f >= pod),
-                    key=lambda i: (room[i], i),
-                    default=None,
-                )
-                if slot is None:
-                    demand.setdefault(key, []).append(pod)
-                else:
-                    room[slot] -= pod
+            demand.setdefault((pool, capacity_type), []).extend(pods)
         for key, pods in demand.items():
             self._launch_for(key, sorted(pods, reverse=True), now)
         for pool_name, wanted in self.placeholders_wanted.items():

@@ -402,6 +402,22 @@ def test_never_more_gpus_provisioned_than_the_nodepool_limit(
     assert peak[busiest] == limits[busiest], "the busy capacity type reached its limit"
 
 
+@pytest.mark.parametrize("latency", [300, 600, 900])
+def test_a_wide_job_that_loses_one_node_restarts_whatever_the_provisioning_latency(
+    latency: int,
+) -> None:
+    """A 16-GPU job on two spot nodes loses one to an interruption. Its pod on the surviving
+    node stays bound there, so that node is never consolidated while the replacement comes up
+    (with a latency at or past the 600 s consolidation delay it used to be removed just as the
+    replacement was ready, forever)."""
+    ps = policy(vision(16), provisioningLatencySeconds=latency, spotInterruptionsPerHour=0.5)
+    result = replay(ps, [job("wide", gpus=16, duration=20000)], ALL_SPOT, seed=1)
+    wide = outcomes(result)["wide"]
+    assert wide.finish is not None
+    assert wide.interruptions >= 1
+    assert_conserved(result)
+
+
 def test_a_launch_covers_only_what_free_nodes_lack() -> None:
     """a's node (8 GPUs) is idle at 1200 when b asks for 16: one more node is enough, and
     b starts on both at 1300. Only 16 GPUs should ever be provisioned."""
