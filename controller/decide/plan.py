@@ -232,7 +232,6 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     demands = pool_demands(policy_set)
     shifts = limit_shifts(
         {d.pool: d.target for d in decisions},
-        _applied_on_demand(policy_set, applied),
         {name: demand.total_gpus for name, demand in demands.items()},
         held_by_side(policy.spec.pools, workloads, node_claims),
     )
@@ -249,6 +248,11 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
                 for project in policy_set.projects
                 if widest.get(project.name)
                 and any(q.pool == decision.pool for q in project.spec.quotas)
+            },
+            spot_gpus=shift.spot,
+            nodepool_gpus={
+                names.SPOT: shift.spot_limit,
+                names.ON_DEMAND: shift.on_demand_limit,
             },
         )
     rendered = render(policy_set, targets=targets, namespace=observation.namespace)

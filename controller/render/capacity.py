@@ -38,6 +38,12 @@ class PoolTarget:
     """Tiers whose projects may not borrow in the pool while its ceiling binds."""
     pod_sets: Mapping[str, int] = field(default_factory=dict)
     """Per project, its widest pending pod set: the split keeps one flavor wide enough for it."""
+    spot_gpus: int | None = None
+    """The spot GPUs to render, when less than the rest of the pool: while on-demand is given
+    back, spot grows only as on-demand work drains (`controller.decide.shift`)."""
+    nodepool_gpus: Mapping[str, int] = field(default_factory=dict)
+    """Per capacity type, GPUs its NodePool limit must allow even where its quota is less:
+    admitted work on a side whose quota a shift lowered still needs its nodes."""
 
 
 @dataclass(frozen=True)
@@ -339,9 +345,19 @@ def split_quotas(
                 widest,
                 held,
             )
+        spot_share = {
+            name: nominal - on_demand_share[name]
+            for name, nominal in ((p.name, q.nominal_gpus) for p, q, ok in quotas if ok)
+        }
+        over = sum(spot_share.values()) - mix.spot_gpus
+        if over > 0:
+            # Spot held back while a shift drains on-demand work: each project's spot quota
+            # gives up its part, in proportion.
+            cuts = _largest_remainder(over, sorted(spot_share.items()))
+            spot_share = {name: gpus - cuts[name] for name, gpus in spot_share.items()}
         for project, quota, ok in quotas:
             on_demand = on_demand_share[project.name] if ok else quota.nominal_gpus
-            spot = quota.nominal_gpus - on_demand
+            spot = spot_share[project.name] if ok else 0
             spot_borrow, on_demand_borrow = _split_limit(
                 quota.borrowing_limit_gpus, spot, on_demand, spot_ok=ok, within_nominal=False
             )

@@ -8,7 +8,7 @@ for the same policy and mix, and GitOps diffs show only real changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller import names
 from controller.api.policy_set import PolicySet
@@ -45,6 +45,11 @@ def _order(obj: KubeObject) -> tuple[int, str, str]:
     return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
 
 
+def _spot_cap(targets: Mapping[str, PoolTarget] | None, pool: str) -> int | None:
+    target = (targets or {}).get(pool)
+    return None if target is None else target.spot_gpus
+
+
 def render(
     policy_set: PolicySet,
     *,
@@ -56,7 +61,12 @@ def render(
     the floors when neither is given)."""
     counts = dict(on_demand_gpus or {})
     counts.update({pool: t.on_demand_gpus for pool, t in (targets or {}).items()})
-    mix = resolve_mix(policy_set, counts or None)
+    mix = tuple(
+        replace(m, spot_gpus=min(m.spot_gpus, cap))
+        if (cap := _spot_cap(targets, m.pool)) is not None
+        else m
+        for m in resolve_mix(policy_set, counts or None)
+    )
     quotas = split_quotas(
         policy_set,
         mix,
@@ -73,7 +83,13 @@ def render(
     for project in policy_set.projects:
         objects.append(kueue.cluster_queue(policy_set, project, quotas, deferred=deferred))
         objects.extend(kueue.local_queues(policy_set, project))
-    objects.extend(karpenter.node_pools(policy_set, mix))
+    objects.extend(
+        karpenter.node_pools(
+            policy_set,
+            mix,
+            {pool: t.nodepool_gpus for pool, t in (targets or {}).items() if t.nodepool_gpus},
+        )
+    )
     objects.extend(keda.deployments(policy_set, namespace))
     objects.extend(keda.scaled_objects(policy_set, namespace))
     return Rendered(objects=tuple(sorted(objects, key=_order)), mix=mix, quotas=quotas)

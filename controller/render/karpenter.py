@@ -9,6 +9,7 @@ running job: a training run that loses its node loses the work since its last ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from controller import names
@@ -56,7 +57,13 @@ def whole_nodes(gpus: int, per_node: int) -> int:
     return -(-gpus // per_node) * per_node
 
 
-def node_pools(policy_set: PolicySet, mixes: tuple[PoolMix, ...]) -> list[KubeObject]:
+def node_pools(
+    policy_set: PolicySet,
+    mixes: tuple[PoolMix, ...],
+    at_least: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[KubeObject]:
+    """`at_least[pool][capacity type]`: GPUs a NodePool's limit must allow beyond its side of
+    the mix (admitted work whose quota a shift lowered still needs its nodes)."""
     policy = policy_set.policy
     by_pool = {m.pool: m for m in mixes}
     out = []
@@ -64,7 +71,10 @@ def node_pools(policy_set: PolicySet, mixes: tuple[PoolMix, ...]) -> list[KubeOb
         mix = by_pool[pool.name]
         for capacity_type in names.CAPACITY_TYPES:
             gpus = whole_nodes(
-                mix.spot_gpus if capacity_type == names.SPOT else mix.on_demand_gpus,
+                max(
+                    mix.spot_gpus if capacity_type == names.SPOT else mix.on_demand_gpus,
+                    (at_least or {}).get(pool.name, {}).get(capacity_type, 0),
+                ),
                 pool.gpus_per_node,
             )
             out.append(

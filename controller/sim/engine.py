@@ -46,7 +46,7 @@ from controller.decide.boost import boost_step, urgency_level
 from controller.decide.mix import PoolState, initial_state
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
-from controller.decide.shift import held_by_side, limit_shifts
+from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.render.desired import Rendered, render
 from controller.risk.pools import NodeClaimView
@@ -196,12 +196,15 @@ class Replay:
         self.now = 0.0
         self.pools = {p.name: p for p in policy_set.policy.spec.pools}
         self.gpu_resources = {p.gpu_resource for p in policy_set.policy.spec.pools}
-        self.karpenter = karpenter_model.Karpenter(self.pools, self.rng, self._push_node)
+        self.karpenter = karpenter_model.Karpenter(
+            self.pools, self.rng, self._push_node, market_seed=seed
+        )
         self.kueue: kueue_model.Kueue | None = None
         self.flavors: dict[str, Flavor] = {}
         self.states: dict[str, PoolState] = {}
         self.applied: dict[tuple[str, str], FlavorQuota] | None = None
         self.on_demand_target: dict[str, int] = {}
+        self._shifts: dict[str, Shift] = {}
         self._last_mix: tuple[int, ...] = ()
         self._reactive: dict[str, int] = {}
         self._quiet_intervals = 0
@@ -262,18 +265,25 @@ class Replay:
     def _render_baseline(self, wanted: dict[str, int]) -> None:
         """A baseline's on-demand GPUs, moved as far as the shift rule allows, rendered."""
         demands = pool_demands(self.policy_set)
-        applied = {m.pool: m.on_demand_gpus for m in render(self.policy_set).mix}
-        if self.applied is not None:
-            applied = self._applied_on_demand()
         shifts = limit_shifts(
             wanted,
-            applied,
             {p: d.total_gpus for p, d in demands.items()},
             held_by_side(self.pools.values(), self._workload_views(), self._claims()),
         )
         self.on_demand_target = dict(wanted)
+        self._shifts = shifts
         self._apply(
-            render(self.policy_set, targets={p: PoolTarget(s.applied) for p, s in shifts.items()})
+            render(
+                self.policy_set,
+                targets={
+                    p: PoolTarget(
+                        s.applied,
+                        spot_gpus=s.spot,
+                        nodepool_gpus={SPOT: s.spot_limit, ON_DEMAND: s.on_demand_limit},
+                    )
+                    for p, s in shifts.items()
+                },
+            )
         )
 
     def _applied_on_demand(self) -> dict[str, int]:
@@ -298,9 +308,9 @@ class Replay:
     def _decide(self) -> None:
         self.decisions += 1
         if self.spec.kind == "static":
-            target = self._static_target(self.spec.on_demand_fraction)
-            if target != self._applied_on_demand():
-                self._render_baseline(target)  # a shift still waiting for work to drain
+            if any(s.waiting_gpus for s in self._shifts.values()):
+                # A shift still waiting for work to drain: render how far it has come.
+                self._render_baseline(self._static_target(self.spec.on_demand_fraction))
             return
         if self.spec.kind == "reactive":
             self._react()
@@ -317,6 +327,7 @@ class Replay:
             return
         self._decided_at_activity = self.activity
         plan = plan_capacity(self._observe())
+        self._shifts = dict(plan.shifts)
         self.states = dict(plan.states)
         self.on_demand_target = {d.pool: d.target for d in plan.decisions}
         self._apply(plan.rendered)
@@ -343,9 +354,10 @@ class Replay:
                 if self._quiet_intervals >= 2:
                     current = max(current - step, 0)
             wanted[pool] = current
-        self._reactive = wanted
-        if wanted != self._applied_on_demand() or not self._last_mix:
+        waiting = any(s.waiting_gpus for s in self._shifts.values())
+        if wanted != self._reactive or waiting or not self._last_mix:
             self._render_baseline(wanted)
+        self._reactive = wanted
 
     def _observe(self) -> Observation:
         policy_set, views = self._decision_view()
@@ -598,6 +610,7 @@ class Replay:
         elif kind == "idle":
             self.karpenter.idle(a, now=self.now)
         elif kind == "retry":
+            self.karpenter.retried(self.now)
             self.dirty = True
         elif kind == "decide":
             self._decide()

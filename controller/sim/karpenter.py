@@ -18,8 +18,14 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
 - **Launches.** Pods that fit no Ready node are bin-packed, largest first, onto nodes being
   launched and then onto new nodes of the highest-weight NodePool that may take them (a
   workload's pods only on its flavor's capacity type; placeholders on either). A node is Ready
-  after the pool's provisioning latency. A spot launch fails with probability
-  1 - spotAvailability (the market had no capacity) and is retried a minute later.
+  after the pool's provisioning latency.
+- **The spot market** (a fake cloud, seeded): shortages come and go. Each pool's market
+  alternates between periods with spot capacity and shortages in which every spot launch
+  fails (and is tried again when the shortage ends); shortages last `SHORTAGE_SECONDS` on
+  average (exponentially distributed) and take the share 1 - spotAvailability of the time, so
+  `spotAvailability` means here what the risk model takes it to mean: the share of the time
+  the market delivers the spot quota asked for. A shortage stops launches only: running spot
+  nodes are reclaimed at their own rate.
 - **Disruption.** Each spot node is reclaimed at a seeded exponential time of rate
   `spotInterruptionsPerHour`; the workloads on it stop. Only empty nodes are consolidated,
   `consolidateAfter` after they empty. A node costs its capacity type's price per GPU-hour
@@ -39,7 +45,9 @@ from controller import names
 from controller.api.types import GpuPool
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
-SPOT_RETRY_SECONDS = 60.0
+SHORTAGE_SECONDS = 1800.0
+"""The mean length of a spot shortage: an assumption of the fake market (capacity shortages
+of a GPU type in one zone typically clear within minutes to hours)."""
 
 Push = Callable[[float, str, int], None]
 """Schedules an event (time, kind, node id) in the replay's clock."""
@@ -128,9 +136,23 @@ def specs_from_objects(
 class Karpenter:
     """Nodes, NodePool limits and pod placement for one replay."""
 
-    def __init__(self, pools: Mapping[str, GpuPool], rng: np.random.Generator, push: Push) -> None:
+    def __init__(
+        self,
+        pools: Mapping[str, GpuPool],
+        rng: np.random.Generator,
+        push: Push,
+        *,
+        market_seed: int = 0,
+    ) -> None:
         self.pools = dict(pools)
         self.rng = rng
+        # Each pool's market draws from its own stream, so every run of one seed meets the
+        # same shortages at the same times, whatever it launches.
+        self._market = {
+            name: np.random.default_rng([market_seed, 7, i])
+            for i, name in enumerate(sorted(self.pools))
+        }
+        self._retries: set[float] = set()
         self.push = push
         self.nodepools: dict[tuple[str, str], NodePoolSpec] = {}
         self.nodes: dict[int, Node] = {}
@@ -140,7 +162,8 @@ class Karpenter:
         self.placed: dict[int, dict[int, int]] = {}
         """Workload key -> {node id: GPUs} for running workloads."""
         self.placeholders_wanted: dict[str, int] = {}
-        self._retry_at: dict[tuple[str, str], float] = {}
+        self._shortage_until: dict[str, float] = {}
+        self._market_checked: dict[str, float] = {}
         self.removed: list[Removal] = []
         """Nodes removed, with when: for cost, read and cleared by the replay."""
         self.interrupted: list[Node] = []
@@ -349,20 +372,58 @@ class Karpenter:
         per_node = pool.gpus_per_node
         room = max(nodepool.limit_gpus - self.provisioned(*key), 0) // per_node
         count = min(count, room)
-        if count <= 0 or (capacity_type == SPOT and self._retry_at.get(key, -math.inf) > now):
+        if count <= 0:
             return 0
+        if capacity_type == SPOT:
+            until = self.shortage_until(pool, now)
+            if until > now:
+                if until not in self._retries:
+                    self._retries.add(until)
+                    self.push(until, "retry", 0)
+                return 0
         launched = 0
         for _ in range(count):
-            if capacity_type == SPOT and self.rng.random() > pool.spot_availability:
-                self._retry_at[key] = now + SPOT_RETRY_SECONDS
-                self.push(now + SPOT_RETRY_SECONDS, "retry", 0)
-                break
             node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
             self._next_id += 1
             self.nodes[node.id] = node
             self.push(now + pool.provisioning_latency_seconds, "ready", node.id)
             launched += 1
         return launched
+
+    def retried(self, at: float) -> None:
+        self._retries.discard(at)
+
+    def shortage_until(self, pool: GpuPool, now: float) -> float:
+        """When the pool's spot shortage in force at `now` ends (`now` when there is none).
+
+        The market's periods are drawn lazily, in time order, from the replay's generator:
+        available periods of mean SHORTAGE_SECONDS x a / (1 - a), shortages of mean
+        SHORTAGE_SECONDS, a being spotAvailability.
+        """
+        availability = pool.spot_availability
+        if availability >= 1.0:
+            return now
+        if availability <= 0.0:
+            return math.inf
+        rng = self._market[pool.name]
+        until = self._shortage_until.get(pool.name)
+        checked = self._market_checked.get(pool.name)
+        if until is None or checked is None:
+            # The market starts, at time 0, in its long-run state: short with probability
+            # 1 - a; periods are then drawn in time order, whenever they are first needed.
+            short = rng.random() > availability
+            until = rng.exponential(SHORTAGE_SECONDS) if short else 0.0
+            start_next = until + rng.exponential(
+                SHORTAGE_SECONDS * availability / (1 - availability)
+            )
+            checked = start_next
+        # `checked` is when the next shortage starts; walk forward to `now`.
+        while checked <= now:
+            until = checked + rng.exponential(SHORTAGE_SECONDS)
+            checked = until + rng.exponential(SHORTAGE_SECONDS * availability / (1 - availability))
+        self._shortage_until[pool.name] = until
+        self._market_checked[pool.name] = checked
+        return until if until > now else now
 
     # ------------------------------------------------------------------ node events
     def node_ready(self, node_id: int, *, now: float) -> None:
