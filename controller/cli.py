@@ -317,6 +317,12 @@ def _seed(value: str) -> int:
     return int(value)
 
 
+def _jobs(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"invalid jobs {value!r}: expected an integer >= 1")
+    return int(value)
+
+
 def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Replay a trace through the policy and the baselines; see controller.sim.run."""
     try:
@@ -347,6 +353,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             policy_source=args.policy,
             out=out,
             err=err,
+            jobs=args.jobs,
         )
     except (OSError, ValueError) as exc:
         print(f"simulate: {exc}", file=err)
@@ -487,9 +494,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--baselines",
         default="all",
         metavar="LIST",
-        help="comma-separated baselines to compare ("
+        help="comma-separated baselines to compare: "
         + ", ".join(BASELINES)
-        + "), all or none (default all)",
+        + ", static:F (a fixed on-demand fraction F in [0, 1]), reactive:T (one node more "
+        "on-demand while pending GPUs exceed the share T of the pool); all (the four named), "
+        "or none alone. A bare number continues the kind before it: static:0.1,0.3,0.5. "
+        "Every baseline is a point on frontier.png (default all)",
+    )
+    simulate.add_argument(
+        "--jobs",
+        type=_jobs,
+        metavar="N",
+        help="replay the runs in N worker processes (default: one per core, at most one per "
+        "run); 1 replays them one after another in this process, with a progress bar",
     )
     simulate.set_defaults(handler=cmd_simulate)
     return parser

@@ -1,4 +1,5 @@
-"""PNG plots of a replay's runs, side by side: deadline hits, waits, cost and GPUs over time.
+"""PNG plots of a replay's runs, side by side: deadline hits, waits, cost, GPUs over time, the
+cost-versus-misses frontier, and the calibration of the policy's risks.
 
 Each plot answers one question, named in its title, and is drawn so the answer is seen at a
 glance: axes span the data (hit rates that all sit between 95 and 98 % get an axis from 90 %,
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from controller.render.karpenter import CONSOLIDATE_AFTER as RENDERED_CONSOLIDATE_AFTER
+from controller.sim.calibration import MIN_ESTIMATES, Calibration
 from controller.sim.karpenter import duration_seconds
 from controller.sim.model import FlavorGpus, RunResult, Sample
 from controller.sim.report import (
@@ -51,7 +53,14 @@ HIT_RATE = "hit_rate_by_tier.png"
 WAITS = "wait_cdf_by_tier.png"
 COST = "cost_by_capacity_type.png"
 TIMELINE = "gpus_over_time.png"
-PLOT_FILES = (HIT_RATE, WAITS, COST, TIMELINE)
+FRONTIER = "frontier.png"
+CALIBRATION = "calibration.png"
+PLOT_FILES = (HIT_RATE, WAITS, COST, TIMELINE, FRONTIER, CALIBRATION)
+"""Every plot a replay may draw; the last two only when there is something to show."""
+POLICY_RUN = "policy"
+"""The run the frontier plot sets apart from the baselines (`engine.POLICY`'s name)."""
+CALIBRATION_BAND = 0.05
+"""The calibration goal's tolerance, drawn around the diagonal."""
 DPI = 100
 DAY = 86400.0
 HOUR = 3600.0
@@ -93,12 +102,18 @@ def available() -> bool:
 
 
 def write_plots(
-    results: Sequence[RunResult], figures: Sequence[RunFigures], out: Path
+    results: Sequence[RunResult],
+    figures: Sequence[RunFigures],
+    out: Path,
+    *,
+    policy: str = POLICY_RUN,
 ) -> list[Path]:
-    """Draw the four plots into `out` and return their paths, in `PLOT_FILES` order.
+    """Draw the plots into `out` and return their paths, in `PLOT_FILES` order.
 
-    `results` and `figures` are the same runs in the same order. Raises ModuleNotFoundError
-    when matplotlib is missing (check `available()` first).
+    The frontier is drawn when the run named `policy` ran beside at least one baseline, the
+    calibration when some run estimated risks; a plot not drawn is removed from `out`, so none
+    is left from an earlier replay. `results` and `figures` are the same runs in the same
+    order. Raises ModuleNotFoundError when matplotlib is missing (check `available()` first).
     """
     if [r.name for r in results] != [f.name for f in figures]:
         raise ValueError("results and figures must be the same runs in the same order")
@@ -109,11 +124,19 @@ def write_plots(
         (COST, cost_figure(figures)),
         (TIMELINE, timeline_figure(results)),
     ]
+    points = frontier_points(figures, policy=policy)
+    if points is not None:
+        drawn.append((FRONTIER, frontier_figure(points)))
+    calibrated = [(f.name, f.calibration) for f in figures if f.calibration is not None]
+    if any(c.count for _, c in calibrated):
+        drawn.append((CALIBRATION, calibration_figure(calibrated)))
     paths = []
     for name, figure in drawn:
         path = out / name
         figure.savefig(path, dpi=DPI)
         paths.append(path)
+    for name in set(PLOT_FILES) - {name for name, _ in drawn}:
+        (out / name).unlink(missing_ok=True)
     return paths
 
 
@@ -213,6 +236,54 @@ def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
 
 def _in_use(sample: Sample) -> float:
     return sum(sample.gpus_in_use.values())
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    name: str
+    cost: float
+    """Percent of on-demand-only's cost when every run has it, else dollars."""
+    misses: int
+
+
+@dataclass(frozen=True)
+class FrontierPoints:
+    """What the frontier plot draws: the baselines, the policy, and the cost's unit."""
+
+    baselines: tuple[FrontierPoint, ...]
+    policy: FrontierPoint
+    relative: bool
+    """Whether cost is a percentage of on-demand-only's (else dollars)."""
+
+
+def frontier_points(figures: Sequence[RunFigures], *, policy: str) -> FrontierPoints | None:
+    """The runs as (cost, overall misses); None without the policy run or any baseline.
+
+    Cost is the share of on-demand-only's when that baseline ran, so the axis reads the same
+    across traces; dollars otherwise.
+    """
+    found = next((f for f in figures if f.name == policy), None)
+    others = [f for f in figures if f.name != policy]
+    if found is None or not others:
+        return None
+    relative = all(f.cost_vs_on_demand_only is not None for f in figures)
+
+    def point(run: RunFigures) -> FrontierPoint:
+        cost = run.cost_vs_on_demand_only if relative else None
+        return FrontierPoint(run.name, run.total_cost if cost is None else cost, run.overall.missed)
+
+    return FrontierPoints(tuple(point(f) for f in others), point(found), relative)
+
+
+def pareto_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
+    """The indices of the points no other point beats on both cost (x) and misses (y), by
+    cost: each costs more than the one before and misses fewer. Of equal points, the first."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1], i))
+    frontier: list[int] = []
+    for i in order:
+        if not frontier or points[i][1] < points[frontier[-1]][1]:
+            frontier.append(i)
+    return frontier
 
 
 # --------------------------------------------------------------------------- drawing
@@ -614,3 +685,153 @@ TIMELINE_CAPTION = (
     "(provisioning latency; an interrupted spot node is relaunched for its jobs). The "
     "on-demand target caps launches; nodes running jobs stay until they empty."
 )
+
+
+def frontier_figure(points: FrontierPoints) -> Figure:
+    """Does the policy buy fewer misses for its cost than any baseline? Each baseline is a
+    point (cost, misses); the step line is their frontier, the fewest misses a baseline
+    reaches at each cost. The policy below or left of it beats every mix the baselines set."""
+    figure = _figure(7.5, 5.2)
+    ax: Axes = figure.add_subplot(1, 1, 1)
+    baselines = points.baselines
+    coordinates = [(b.cost, float(b.misses)) for b in baselines]
+    front = [baselines[i] for i in pareto_frontier(coordinates)]
+    costs = [b.cost for b in baselines] + [points.policy.cost]
+    right = max([*costs, 1.0]) * 1.08
+    xs = [p.cost for p in front] + [right]
+    ys = [float(p.misses) for p in front] + [float(front[-1].misses)]
+    ax.step(xs, ys, where="post", color="tab:gray", linewidth=1.5, label="baselines' frontier")
+    ax.scatter(
+        [b.cost for b in baselines],
+        [b.misses for b in baselines],
+        color="tab:gray",
+        edgecolors="black",
+        zorder=3,
+        label="baselines",
+    )
+    for b in baselines:
+        ax.annotate(
+            b.name,
+            (b.cost, b.misses),
+            textcoords="offset points",
+            xytext=(5, 5),
+            fontsize="small",
+        )
+    unit = "% of on-demand-only" if points.relative else "$"
+    policy_cost = (
+        f"{points.policy.cost:.1f} %" if points.relative else f"${points.policy.cost:,.0f}"
+    )
+    ax.scatter(
+        [points.policy.cost],
+        [points.policy.misses],
+        marker="*",
+        s=260,
+        color="tab:red",
+        edgecolors="black",
+        zorder=4,
+        label=points.policy.name,
+    )
+    ax.annotate(
+        f"{points.policy.name}: {points.policy.misses:,} misses at {policy_cost}",
+        (points.policy.cost, points.policy.misses),
+        textcoords="offset points",
+        xytext=(8, -14),
+        fontsize="small",
+        color="tab:red",
+        fontweight="bold",
+    )
+    top = max([*(p.misses for p in (*baselines, points.policy)), 1])
+    ax.set_xlim(0, right)
+    ax.set_ylim(0, top * 1.15)
+    ax.set_xlabel(f"cost ({unit})")
+    ax.set_ylabel("deadlines missed (all tiers)")
+    ax.grid(linewidth=0.5, alpha=0.5)
+    ax.set_axisbelow(True)
+    ax.set_title(
+        "Cost against missed deadlines: the baselines' frontier and the policy\n"
+        "(below or left of the line: fewer misses than any baseline at that cost)",
+        fontsize="medium",
+    )
+    figure.legend(loc="outside lower center", ncols=3, fontsize="small")
+    return figure
+
+
+def calibration_figure(calibrated: Sequence[tuple[str, Calibration]]) -> Figure:
+    """Does a risk of 0.3 come true three times in ten? Per decile of predicted risk, the
+    observed share of missed deadlines against the mean predicted risk; on the diagonal is
+    right. Below, how many estimates each decile holds."""
+    figure = _figure(7.0, 7.5)
+    grid = figure.add_gridspec(2, 1, height_ratios=[3, 1.2])
+    ax: Axes = figure.add_subplot(grid[0])
+    counts: Axes = figure.add_subplot(grid[1])
+    ax.plot([0, 1], [0, 1], color="black", linestyle="--", linewidth=1, label="perfect")
+    ax.fill_between(
+        [0, 1],
+        [-CALIBRATION_BAND, 1 - CALIBRATION_BAND],
+        [CALIBRATION_BAND, 1 + CALIBRATION_BAND],
+        color="tab:green",
+        alpha=0.12,
+        linewidth=0,
+        label=f"within +/-{CALIBRATION_BAND:g}",
+    )
+    width = 0.08 / max(len(calibrated), 1)
+    briers = []
+    for i, (name, calibration) in enumerate(calibrated):
+        color = _color(i)
+        shown = [
+            (d.mean_predicted, d.observed, d.count)
+            for d in calibration.deciles
+            if d.mean_predicted is not None and d.observed is not None
+        ]
+        judged = [(x, y) for x, y, n in shown if n >= MIN_ESTIMATES]
+        sparse = [(x, y) for x, y, n in shown if n < MIN_ESTIMATES]
+        ax.plot([x for x, _, _ in shown], [y for _, y, _ in shown], color=color, linewidth=1)
+        ax.scatter(
+            [x for x, _ in judged],
+            [y for _, y in judged],
+            color=color,
+            zorder=3,
+            label=f"{name} (>= {MIN_ESTIMATES} estimates)",
+        )
+        ax.scatter(
+            [x for x, _ in sparse],
+            [y for _, y in sparse],
+            facecolors="none",
+            edgecolors=color,
+            zorder=3,
+            label=f"{name} (fewer: not judged)",
+        )
+        for x, y, n in shown:
+            ax.annotate(
+                f"{n:,}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 6) if y < 0.9 else (4, -12),
+                fontsize="x-small",
+                color=color,
+            )
+        offsets = [d.low + 0.05 - 0.04 + width * (i + 0.5) for d in calibration.deciles]
+        counts.bar(offsets, [d.count for d in calibration.deciles], width, color=color)
+        brier = "-" if calibration.brier is None else f"{calibration.brier:.4f}"
+        briers.append(f"{name}: Brier score {brier}, {calibration.count:,} estimates")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("mean predicted risk in the decile")
+    ax.set_ylabel("observed share of deadlines missed")
+    ax.set_aspect("equal", adjustable="box")
+    ax.grid(linewidth=0.5, alpha=0.5)
+    ax.legend(loc="upper left", fontsize="small")
+    ax.set_title(
+        "Calibration of the estimated deadline risks (numbers: estimates per decile)\n"
+        + "; ".join(briers),
+        fontsize="medium",
+    )
+    counts.set_xlim(0, 1)
+    counts.set_xticks([k / 10 for k in range(11)])
+    if any(d.count for _, c in calibrated for d in c.deciles):
+        counts.set_yscale("log")
+    counts.axhline(MIN_ESTIMATES, color="black", linestyle=":", linewidth=1)
+    counts.set_xlabel("predicted risk (deciles)")
+    counts.set_ylabel("estimates (log)")
+    counts.grid(axis="y", linewidth=0.5, alpha=0.5)
+    return figure

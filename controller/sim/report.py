@@ -15,6 +15,15 @@ Definitions, stated once because a figure is only as useful as its definition:
   that job's wait as every percentile.
 - **Utilization**: GPU-seconds held by running jobs (lost work included) over the GPU-seconds
   of provisioned nodes (launch to removal, provisioning and idle time included).
+- **Misses by cause**: each missed deadline counted once, under the cause the engine gave it
+  (`JobOutcome.cause`, one of `model.CAUSES`; `controller.sim.attribution` says how it is
+  chosen), so a tier's causes add up to its misses. A missed outcome without a cause (a result
+  saved before the engine gave causes) is attributed here by the same rule from its own delays.
+- **Peak against the ceiling**: per pool, the most GPUs the run had provisioned at once, and
+  the pool's ceiling (the GPUs its quotas promise, at most its maxGpus); a run whose peak
+  exceeds it is flagged.
+- **Calibration**: the reliability table and Brier score of the risks the run estimated
+  (`controller.sim.calibration`); only the policy run estimates risks.
 - **Conservation**: a finished job held its GPUs for its work plus the work it redid, so
   `used == work + lost` for each; the largest deviation is reported, in GPU-seconds, as a
   check on the engine's accounting rather than a property of the policy.
@@ -30,11 +39,23 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller import names
-from controller.sim.model import JobOutcome, RunResult
+from controller.sim import calibration as calibration_model
+from controller.sim.attribution import attribute
+from controller.sim.calibration import Calibration, calibrate
+from controller.sim.model import (
+    CAUSES,
+    INFEASIBLE,
+    INTERRUPTED,
+    PREEMPTED,
+    WAITED_FOR_NODE,
+    WAITED_FOR_QUOTA,
+    JobOutcome,
+    RunResult,
+)
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
 CAPACITY_TYPES = (SPOT, ON_DEMAND)
@@ -66,6 +87,8 @@ class TierFigures:
     wait_p90: float | None
     wait_p99: float | None
     """Seconds, over the started jobs; None when none started."""
+    misses_by_cause: Mapping[str, int] = field(default_factory=dict)
+    """Every cause in `CAUSES` order -> the missed deadlines it caused; adds up to `missed`."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -113,6 +136,26 @@ class RunFigures:
     preemptions: int
     unfinished: int
     conservation: Conservation
+    peak_provisioned: Mapping[str, float] = field(default_factory=dict)
+    """Per pool, the most GPUs provisioned at once."""
+    ceilings: Mapping[str, int] = field(default_factory=dict)
+    """Per pool, its ceiling in GPUs."""
+    calibration: Calibration | None = None
+    """The run's risk estimates scored; None when it estimated none (the baselines)."""
+
+    @property
+    def pools(self) -> list[str]:
+        """Every pool with a peak or a ceiling, by name."""
+        return sorted({*self.peak_provisioned, *self.ceilings})
+
+    @property
+    def over_ceiling(self) -> list[str]:
+        """The pools whose peak provisioned GPUs exceeded their ceiling, by name."""
+        return [
+            pool
+            for pool in self.pools
+            if pool in self.ceilings and self.peak_provisioned.get(pool, 0.0) > self.ceilings[pool]
+        ]
 
     @property
     def total_cost(self) -> float:
@@ -163,10 +206,32 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (rank - low) * (ordered[high] - ordered[low])
 
 
+def miss_cause(outcome: JobOutcome) -> str | None:
+    """Why `outcome` missed its deadline (one of `CAUSES`); None when it met it or had none.
+
+    The engine's cause when it gave one; otherwise the attribution rule applied to what the
+    outcome records (its runtime is its work over its GPUs, and it counts as admissible, since
+    the outcome does not say whether its queue could ever admit it).
+    """
+    if outcome.met is not False:
+        return None
+    if outcome.cause in CAUSES:
+        return outcome.cause
+    return attribute(
+        submit=outcome.submit,
+        duration=outcome.work_gpu_seconds / outcome.gpus if outcome.gpus > 0 else 0.0,
+        deadline=outcome.deadline,
+        finish=outcome.finish,
+        delays=outcome.delays,
+    )
+
+
 def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
-    """Deadline hits and waits over `outcomes` (the caller picks the tier's jobs)."""
+    """Deadline hits, their misses' causes and waits over `outcomes` (the caller picks the
+    tier's jobs)."""
     jobs = with_deadline = met = unfinished = 0
     waits: list[float] = []
+    causes = dict.fromkeys(CAUSES, 0)
     for outcome in outcomes:
         jobs += 1
         hit = outcome.met
@@ -174,6 +239,9 @@ def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
             with_deadline += 1
             met += hit
             unfinished += outcome.finish is None
+            cause = miss_cause(outcome)
+            if cause is not None:
+                causes[cause] += 1
         wait = outcome.wait
         if wait is not None:
             waits.append(wait)
@@ -189,6 +257,7 @@ def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
         wait_p50=p50,
         wait_p90=p90,
         wait_p99=p99,
+        misses_by_cause=causes,
     )
 
 
@@ -248,6 +317,9 @@ def run_figures(
         preemptions=sum(o.preemptions for o in result.outcomes),
         unfinished=result.unfinished,
         conservation=conservation(result.outcomes),
+        peak_provisioned=dict(sorted(result.peak_provisioned.items())),
+        ceilings=dict(sorted(result.ceilings.items())),
+        calibration=calibrate(result.risk_log) if result.risk_log else None,
     )
 
 
@@ -321,6 +393,21 @@ def run_document(figures: RunFigures) -> dict[str, Any]:
         "interruptions": figures.interruptions,
         "preemptions": figures.preemptions,
         "unfinished": figures.unfinished,
+        "misses_by_cause": {
+            **{t.tier: dict(t.misses_by_cause) for t in figures.tiers},
+            ALL_TIERS: dict(figures.overall.misses_by_cause),
+        },
+        "ceiling": {
+            pool: {
+                "peak_provisioned_gpus": figures.peak_provisioned.get(pool),
+                "ceiling_gpus": figures.ceilings.get(pool),
+                "exceeds_ceiling": pool in figures.over_ceiling,
+            }
+            for pool in figures.pools
+        },
+        "calibration": None
+        if figures.calibration is None
+        else calibration_model.calibration_document(figures.calibration),
         "conservation": {
             "finished_jobs": c.finished,
             "used_gpu_seconds": c.used_gpu_seconds,
@@ -382,14 +469,17 @@ def _hit_cell(figures: TierFigures) -> str:
     return f"{format_percent(figures.hit_rate)} ({figures.met}/{figures.with_deadline})"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bool) -> list[str]:
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bool, left: int = 1
+) -> list[str]:
     """Columns padded to their widest cell; Markdown pipes when asked (text left, figures
-    right, which is how both a terminal and a rendered table read best)."""
+    right, which is how both a terminal and a rendered table read best). The first `left`
+    columns are text."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
         padded = [
-            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+            cell.ljust(widths[i]) if i < left else cell.rjust(widths[i])
             for i, cell in enumerate(cells)
         ]
         return "| " + " | ".join(padded) + " |" if markdown else "  ".join(padded).rstrip()
@@ -397,7 +487,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bo
     lines = [line(header)]
     if markdown:
         rule = [
-            "-" * widths[0] if i == 0 else "-" * (widths[i] - 1) + ":" for i in range(len(header))
+            "-" * widths[i] if i < left else "-" * (widths[i] - 1) + ":" for i in range(len(header))
         ]
         lines.append("| " + " | ".join(rule) + " |")
     else:
@@ -433,7 +523,7 @@ def deadline_table(figures: Sequence[RunFigures], *, markdown: bool) -> list[str
             cells.append("-" if found is None else _hit_cell(found))
         cells += [_hit_cell(run.overall), str(run.overall.missed), str(run.unfinished)]
         rows.append(cells)
-    return _table(header, rows, markdown=markdown)
+    return table(header, rows, markdown=markdown)
 
 
 def wait_table(
@@ -453,7 +543,7 @@ def wait_table(
                 value = None if found is None else getattr(found, f"wait_{p}")
                 cells.append(format_seconds(value))
         rows.append(cells)
-    return _table(header, rows, markdown=markdown)
+    return table(header, rows, markdown=markdown)
 
 
 _COST_HEADERS = (
@@ -493,12 +583,85 @@ def cost_table(figures: Sequence[RunFigures], *, markdown: bool) -> list[str]:
         ]
         for run in figures
     ]
-    return _table(header, rows, markdown=markdown)
+    return table(header, rows, markdown=markdown)
+
+
+CAUSE_SHORT = {
+    INFEASIBLE: "infeasible",
+    WAITED_FOR_QUOTA: "quota",
+    WAITED_FOR_NODE: "node",
+    INTERRUPTED: "interrupted",
+    PREEMPTED: "preempted",
+}
+"""The terminal's column headers for `CAUSES` (summary.md spells them out)."""
+
+
+def _cause_cells(figures: TierFigures) -> list[str]:
+    return [str(figures.missed), *(str(figures.misses_by_cause.get(c, 0)) for c in CAUSES)]
+
+
+def cause_table(figures: Sequence[RunFigures], tier: str, *, markdown: bool) -> list[str]:
+    """One tier's (or `ALL_TIERS`') missed deadlines: rows runs, columns the misses and each
+    cause's share of them."""
+    header = ["run", "misses", *(c if markdown else CAUSE_SHORT[c] for c in CAUSES)]
+    rows = []
+    for run in figures:
+        found = _safe_tier(run, tier)
+        cells = ["-"] * (1 + len(CAUSES)) if found is None else _cause_cells(found)
+        rows.append([run.name, *cells])
+    return table(header, rows, markdown=markdown)
+
+
+def cause_table_by_tier(figures: Sequence[RunFigures], *, markdown: bool) -> list[str]:
+    """Every run's missed deadlines by cause, a row per run and tier (every tier, then all)."""
+    tiers = [*_tier_names(figures), ALL_TIERS]
+    header = ["run", "tier", "misses", *(c if markdown else CAUSE_SHORT[c] for c in CAUSES)]
+    rows = []
+    for run in figures:
+        for tier in tiers:
+            found = _safe_tier(run, tier)
+            if found is not None:
+                rows.append([run.name, tier, *_cause_cells(found)])
+    return table(header, rows, markdown=markdown, left=2)
+
+
+EXCEEDS_CEILING = "exceeds ceiling"
+
+
+def _gpus(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def ceiling_table(figures: Sequence[RunFigures], *, markdown: bool) -> list[str]:
+    """Per run and pool, the peak provisioned GPUs against the ceiling; a run whose peak
+    exceeds a pool's ceiling says so in its last column."""
+    pools = sorted({pool for run in figures for pool in run.pools})
+    header = ["run", *(f"{pool} peak / ceiling GPUs" for pool in pools), "ceiling"]
+    rows = []
+    for run in figures:
+        cells = [run.name]
+        for pool in pools:
+            peak = run.peak_provisioned.get(pool)
+            ceiling = run.ceilings.get(pool)
+            cells.append(f"{_gpus(peak)} / {_gpus(None if ceiling is None else float(ceiling))}")
+        over = run.over_ceiling
+        cells.append(f"{EXCEEDS_CEILING} ({', '.join(over)})" if over else "within")
+        rows.append(cells)
+    return table(header, rows, markdown=markdown)
+
+
+def reliability_table(calibration: Calibration, *, markdown: bool) -> list[str]:
+    header = [*calibration_model.RELIABILITY_HEADER, calibration_model.JUDGED_HEADER]
+    return table(header, calibration_model.reliability_rows(calibration), markdown=markdown)
+
+
+def _calibrated(figures: Sequence[RunFigures]) -> list[tuple[str, Calibration]]:
+    return [(run.name, run.calibration) for run in figures if run.calibration is not None]
 
 
 def measurement_table(measurements: Sequence[Measurement], *, markdown: bool) -> list[str]:
     rows = [[m.name, f"{m.wall_seconds:.1f} s", f"{m.peak_rss_mib:,.0f} MiB"] for m in measurements]
-    return _table(["run", "wall time", "peak RSS so far"], rows, markdown=markdown)
+    return table(["run", "wall time", "peak RSS so far"], rows, markdown=markdown)
 
 
 def terminal_summary(
@@ -509,8 +672,16 @@ def terminal_summary(
     lines += deadline_table(figures, markdown=False)
     lines += ["", "Wait by tier (started jobs)"]
     lines += wait_table(figures, markdown=False, percentiles=("p50", "p90"))
+    lines += ["", "Missed deadlines by cause (each miss has one cause; they add up to misses)"]
+    lines += cause_table_by_tier(figures, markdown=False)
     lines += ["", "Cost and capacity (OD = on-demand; max dev = max abs(used - work - lost))"]
     lines += cost_table(figures, markdown=False)
+    lines += ["", "Peak provisioned GPUs against the pool ceiling"]
+    lines += ceiling_table(figures, markdown=False)
+    for name, calibration in _calibrated(figures):
+        lines += ["", f"Risk calibration of {name}: {calibration_model.describe(calibration)}"]
+        if calibration.count:
+            lines += reliability_table(calibration, markdown=False)
     if measurements:
         lines += ["", "Replay wall time and memory"]
         lines += measurement_table(measurements, markdown=False)
@@ -555,7 +726,43 @@ def render_markdown(
         "checks the engine's accounting: for every finished job used = work + lost.",
         "",
         *cost_table(figures, markdown=True),
+        "",
+        "## Why deadlines were missed",
+        "",
+        "Each missed deadline has one cause, so a row's causes add up to its misses. "
+        f"*{INFEASIBLE}*: its runtime alone ends after the deadline, or it is wider than its "
+        f"queue could ever admit. Otherwise the largest of the time it lost: *{WAITED_FOR_QUOTA}* "
+        f"(pending in its queue before its first admission), *{WAITED_FOR_NODE}* (admitted, "
+        f"before its first start), *{INTERRUPTED}* (work redone after spot reclaims, and the "
+        f"waits that followed), *{PREEMPTED}* (work redone after Kueue took its quota back, and "
+        "the waits that followed); ties go to the earlier cause.",
     ]
+    for tier in [ALL_TIERS, *_tier_names(figures)]:
+        lines += ["", f"### {'all tiers' if tier == ALL_TIERS else tier}", ""]
+        lines += cause_table(figures, tier, markdown=True)
+    lines += [
+        "",
+        "## Peak GPUs against the pool ceiling",
+        "",
+        "The most GPUs each run had provisioned at once in each pool (nodes launched and not "
+        "yet removed), against the pool's ceiling: the GPUs its quotas promise, at most its "
+        "maxGpus.",
+        "",
+        *ceiling_table(figures, markdown=True),
+    ]
+    for name, calibration in _calibrated(figures):
+        lines += [
+            "",
+            f"## Risk calibration ({name})",
+            "",
+            f"{calibration_model.describe(calibration)}. Every deadline risk the run estimated, "
+            "binned by predicted risk, against how often that deadline was then missed; "
+            "deviation = observed - mean predicted (positive: risk understated). Deciles with "
+            f"fewer than {calibration_model.MIN_ESTIMATES} estimates are shown, not judged. "
+            "Each pass re-estimates every open deadline, so one deadline gives many estimates.",
+        ]
+        if calibration.count:
+            lines += ["", *reliability_table(calibration, markdown=True)]
     if measurements:
         lines += [
             "",

@@ -9,17 +9,28 @@ the runs differ only in how the mix is set, which is the comparison the summary 
 What a run prints and writes is split by whether it can be reproduced: summary.json holds only
 what the inputs and the seed decide (byte for byte), while wall times and memory, which vary
 from run to run, go to the terminal and summary.md.
+
+Runs are independent, so they replay in parallel worker processes, one per core up to one per
+run (`jobs` caps it; 1 replays them one after the other in this process, with a progress bar
+on a terminal). Workers are spawned, not forked: each starts clean, imports only what a replay
+needs (never matplotlib, which only the parent's plots use), and is sent the policy and the
+jobs once, when it starts; it returns each run's result whole. A run's result depends on its
+inputs and seed alone, so summary.json is the same byte for byte whatever the number of
+workers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
+import re
 import resource
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,7 +38,7 @@ from typing import Any, TextIO
 from controller.api.policy_set import PolicySet
 from controller.sim import plots
 from controller.sim.assign import AssignmentRule, assign_jobs
-from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
+from controller.sim.engine import BASELINES, POLICY, RunSpec, parse_run, replay
 from controller.sim.model import RunResult, SimJob
 from controller.sim.report import (
     Measurement,
@@ -72,23 +83,51 @@ def resolve_trace(text: str) -> Path:
     raise FileNotFoundError(f"trace {text!r}: no such file (also looked for {shared})")
 
 
-def parse_baselines(text: str) -> tuple[str, ...]:
-    """A comma-separated list of `engine.BASELINES` names; `all` for every one, `none` for none.
+_NUMBER = re.compile(r"^[0-9]*\.?[0-9]+$")
+_PARAMETRIC_KINDS = ("static", "reactive")
 
-    Order is kept (it is the order of the runs and of the summary's rows); repeats are dropped.
+
+def parse_baselines(text: str) -> tuple[str, ...]:
+    """The baselines a comma-separated list names, each as the text that names its run.
+
+    Items: a name from `engine.BASELINES`, `static:F` (a fixed on-demand fraction F in
+    [0, 1]) or `reactive:T` (step on-demand up while pending GPUs exceed the share T of the
+    pool), as `engine.parse_run` reads them; `all` for the four named baselines (alone or
+    among others); `none` alone for none. A bare number continues the kind before it, so
+    `static:0.1,0.3,0.5` is three static runs (named `static:0.1`, `static:0.3`,
+    `static:0.5`). Order is kept (it is the order of the runs and of the summary's rows);
+    repeats are dropped. Raises ValueError naming the item and what was expected.
     """
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    if words == ["all"]:
-        return tuple(BASELINES)
-    if words == ["none"]:
+    words = [w.strip() for w in text.split(",")]
+    if [w for w in words if w] == ["none"]:
         return ()
-    unknown = [w for w in words if w not in BASELINES]
-    if unknown or not words:
-        raise ValueError(
-            f"invalid baselines {text!r}: expected a comma-separated list of "
-            f"{', '.join(BASELINES)}, or all, or none"
-        )
-    return tuple(dict.fromkeys(words))
+    names: list[str] = []
+    kind: str | None = None
+    for item in words:
+        word = item
+        if not word:
+            raise ValueError(f"invalid baselines {text!r}: an empty item")
+        if word == "none":
+            raise ValueError(f"invalid baselines {text!r}: none stands alone")
+        if word == "all":
+            names.extend(BASELINES)
+            kind = None
+            continue
+        if _NUMBER.match(word):
+            if kind is None:
+                raise ValueError(
+                    f"invalid baselines {text!r}: a bare number ({word}) continues a "
+                    "static:F or reactive:T item before it"
+                )
+            word = f"{kind}:{word}"
+        try:
+            parse_run(word)
+        except ValueError as exc:
+            raise ValueError(f"invalid baselines {text!r}: {exc}") from None
+        prefix = word.split(":", 1)[0]
+        kind = prefix if ":" in word and prefix in _PARAMETRIC_KINDS else None
+        names.append(word)
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -145,10 +184,16 @@ def prepare(
 # --------------------------------------------------------------------------- running
 
 
-def peak_rss_mib() -> float:
-    """The process's peak resident set size so far (ru_maxrss: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    """The process's peak resident set size so far (ru_maxrss: KiB on Linux, bytes on macOS);
+    with `resource.RUSAGE_CHILDREN`, the largest of its ended worker processes'."""
+    peak = resource.getrusage(who).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def peak_rss_any_mib() -> float:
+    """The largest peak resident set size of this process and the workers it has ended."""
+    return max(peak_rss_mib(), peak_rss_mib(resource.RUSAGE_CHILDREN))
 
 
 class ProgressBar:
@@ -195,8 +240,41 @@ class ProgressBar:
 
 
 def run_specs(baselines: Sequence[str]) -> list[RunSpec]:
-    """The policy first, then the baselines in the order asked for."""
-    return [POLICY, *(BASELINES[name] for name in baselines)]
+    """The policy first, then the baselines in the order asked for (see `parse_baselines`)."""
+    return [POLICY, *(parse_run(text) for text in baselines)]
+
+
+def worker_count(runs: int, jobs: int | None = None) -> int:
+    """How many processes replay `runs` runs: `jobs` (by default one per core), at most one
+    per run, at least one."""
+    wanted = jobs if jobs is not None else (os.cpu_count() or 1)
+    return max(1, min(runs, wanted))
+
+
+_worker_inputs: tuple[PolicySet, Sequence[SimJob]] | None = None
+"""In a worker process: the policy and jobs every run of this simulation replays."""
+
+
+def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob]) -> None:
+    global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
+    _worker_inputs = (policy_set, jobs)
+
+
+def _replay_in_worker(spec: RunSpec, seed: int) -> tuple[RunResult, float, float]:
+    """One run in a worker: its result, wall seconds and the worker's peak RSS so far."""
+    assert _worker_inputs is not None, "the worker was started without its inputs"
+    policy_set, jobs = _worker_inputs
+    started = time.perf_counter()
+    result = replay(policy_set, jobs, spec, seed=seed)
+    return result, time.perf_counter() - started, peak_rss_mib()
+
+
+def _finished_line(result: RunResult, measurement: Measurement, width: int) -> str:
+    finished = len(result.outcomes) - result.unfinished
+    return (
+        f"{result.name.ljust(width)} {finished}/{len(result.outcomes)} jobs finished in "
+        f"{measurement.wall_seconds:.1f} s, peak RSS {measurement.peak_rss_mib:,.0f} MiB"
+    )
 
 
 def run_replays(
@@ -206,22 +284,56 @@ def run_replays(
     seed: int,
     err: TextIO,
     tty: bool | None = None,
+    jobs: int | None = None,
 ) -> tuple[list[RunResult], list[Measurement]]:
-    """Replay the same jobs under each spec with the same seed, showing progress on `err`."""
+    """Replay the same jobs under each spec with the same seed, showing progress on `err`.
+
+    With one worker (`worker_count`), in this process, a progress bar per run; with more, in
+    worker processes, a line per run as each finishes. Results come back in `specs` order.
+    """
+    width = max(len(s.name) for s in specs) if specs else 0
+    workers = worker_count(len(specs), jobs)
+    if workers == 1:
+        return _replay_here(inputs, specs, seed=seed, err=err, tty=tty, width=width)
+    err.write(f"replaying {len(specs)} runs in {workers} worker processes\n")
+    err.flush()
+    results: list[RunResult | None] = [None] * len(specs)
+    measurements: list[Measurement | None] = [None] * len(specs)
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(inputs.policy_set, inputs.jobs),
+    ) as pool:
+        # Submitted in order: the policy, the longest run, starts first.
+        futures = {pool.submit(_replay_in_worker, spec, seed): i for i, spec in enumerate(specs)}
+        for future in as_completed(futures):
+            index = futures[future]
+            result, wall, rss = future.result()
+            measurement = Measurement(specs[index].name, wall, rss)
+            err.write(_finished_line(result, measurement, width) + "\n")
+            err.flush()
+            results[index], measurements[index] = result, measurement
+    return [r for r in results if r is not None], [m for m in measurements if m is not None]
+
+
+def _replay_here(
+    inputs: Inputs,
+    specs: Sequence[RunSpec],
+    *,
+    seed: int,
+    err: TextIO,
+    tty: bool | None,
+    width: int,
+) -> tuple[list[RunResult], list[Measurement]]:
     results: list[RunResult] = []
     measurements: list[Measurement] = []
-    width = max(len(s.name) for s in specs) if specs else 0
     for spec in specs:
         bar = ProgressBar(err, spec.name.ljust(width), tty=tty)
         started = time.perf_counter()
         result = replay(inputs.policy_set, inputs.jobs, spec, seed=seed, progress=bar.update)
-        wall = time.perf_counter() - started
-        measurement = Measurement(spec.name, wall, peak_rss_mib())
-        finished = len(result.outcomes) - result.unfinished
-        bar.finish(
-            f"{spec.name.ljust(width)} {finished}/{len(result.outcomes)} jobs finished in "
-            f"{wall:.1f} s, peak RSS {measurement.peak_rss_mib:,.0f} MiB"
-        )
+        measurement = Measurement(spec.name, time.perf_counter() - started, peak_rss_mib())
+        bar.finish(_finished_line(result, measurement, width))
         results.append(result)
         measurements.append(measurement)
     return results, measurements
@@ -313,7 +425,8 @@ def _policy_statement(document: dict[str, Any]) -> str:
         f"{document['projects']} TrainingProjects. Pools: {pools}. Tiers: {tiers}. "
         "The policy run sets the mix with the controller's own decision code; the baselines "
         "set it by a fixed on-demand fraction (on-demand-only 100 %, fixed-80-20 20 %, "
-        "all-spot 0 %) or by reacting to queue depth (reactive)."
+        "all-spot 0 %, static:F F) or by reacting to queue depth (reactive, reactive:T: one "
+        "node more on-demand while pending GPUs exceed 10 %, or T, of the pool)."
     )
 
 
@@ -353,6 +466,7 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
             spec.name: {
                 "kind": spec.kind,
                 "on_demand_fraction": spec.on_demand_fraction,
+                "threshold": spec.threshold if spec.kind == "reactive" else None,
                 "decision_interval_seconds": spec.decision_interval,
                 "sample_interval_seconds": spec.sample_interval,
             }
@@ -407,7 +521,7 @@ def write_outputs(
     )
     drawn: list[Path] = []
     if plots.available():
-        drawn = plots.write_plots(results, figures, out_dir)
+        drawn = plots.write_plots(results, figures, out_dir, policy=POLICY.name)
     else:
         # Plots left by an earlier run would show other figures than this summary's.
         for name in plots.PLOT_FILES:
@@ -444,11 +558,14 @@ def simulate(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
     tty: bool | None = None,
+    jobs: int | None = None,
 ) -> Simulation:
     """The whole command: prepare, replay the policy and each baseline, print, write.
 
-    Progress goes to `err` (a bar when `tty`, by default when `err` is a terminal); the summary
-    tables and the files written go to `out`.
+    `baselines` are the texts `parse_baselines` returns. `jobs` caps the worker processes
+    (`worker_count`; 1 replays in this process). Progress goes to `err` (in this process, a
+    bar when `tty`, by default when `err` is a terminal); the summary tables and the files
+    written go to `out`.
     """
     started = time.perf_counter()
     inputs = prepare(
@@ -462,7 +579,7 @@ def simulate(
         err.write(f"warning: {warning}\n")
     err.flush()
     specs = run_specs(baselines)
-    results, measurements = run_replays(inputs, specs, seed=seed, err=err, tty=tty)
+    results, measurements = run_replays(inputs, specs, seed=seed, err=err, tty=tty, jobs=jobs)
     tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
     figures = figures_for_runs(results, tiers=tier_order)
     if not plots.available():
@@ -477,9 +594,9 @@ def simulate(
         seed=seed,
     )
     wall = time.perf_counter() - started
-    peak = peak_rss_mib()
+    peak = peak_rss_any_mib()
     out.write(terminal_summary(figures, measurements))
     out.write(f"\nwrote {', '.join(str(f) for f in files)}\n")
-    out.write(f"total wall time {wall:.1f} s, peak RSS {peak:,.0f} MiB\n")
+    out.write(f"total wall time {wall:.1f} s, peak RSS {peak:,.0f} MiB (largest process)\n")
     out.flush()
     return Simulation(inputs, results, list(figures), measurements, files, wall, peak)

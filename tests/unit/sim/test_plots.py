@@ -8,16 +8,22 @@ waits from nothing to days, and hourly timelines over two pools.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.sim import plots
-from controller.sim.model import FlavorGpus, JobOutcome, RunResult, Sample
+from controller.sim.calibration import calibrate
+from controller.sim.model import FlavorGpus, JobOutcome, RiskRecord, RunResult, Sample
 from controller.sim.plots import (
+    FrontierPoint,
     TimelineWindow,
     WaitAxis,
+    frontier_points,
     hit_rate_limits,
+    pareto_frontier,
     timeline_window,
     wait_axis,
 )
@@ -340,3 +346,129 @@ def test_a_timeline_of_totals_only_is_drawn_as_one_pool() -> None:
     _, panel, _ = figure.axes
     assert panel.get_title(loc="left") == "policy"
     assert panel.get_ylim()[1] == pytest.approx(16 * 1.08)
+
+
+# --------------------------------------------------------------------------- the frontier
+
+
+@pytest.mark.parametrize(
+    ("points", "frontier"),
+    [
+        pytest.param(
+            [(100.0, 30.0), (30.0, 40.0), (50.0, 12.0), (47.5, 25.0)],
+            [1, 3, 2],
+            id="on-demand-only costs more and misses more than fixed-80-20: off the frontier",
+        ),
+        pytest.param(
+            [(30.0, 40.0), (30.0, 35.0)],
+            [1],
+            id="at one cost, the fewer misses",
+        ),
+        pytest.param([(10.0, 5.0), (10.0, 5.0)], [0], id="of equal points, the first"),
+        pytest.param(
+            [(20.0, 5.0), (10.0, 5.0)],
+            [1],
+            id="as many misses for more cost is beaten",
+        ),
+        pytest.param(
+            [(0.0, 50.0), (20.0, 30.0), (40.0, 20.0), (60.0, 10.0), (80.0, 5.0), (100.0, 4.0)],
+            [0, 1, 2, 3, 4, 5],
+            id="a static sweep that buys fewer misses at each step is all frontier",
+        ),
+        pytest.param([], [], id="no points"),
+    ],
+)
+def test_pareto_frontier(points: list[tuple[float, float]], frontier: list[int]) -> None:
+    assert pareto_frontier(points) == frontier
+
+
+def frontier_run(name: str, *, misses: int, cost: float) -> RunResult:
+    result = run(name, misses=misses, wait=0.0)
+    return replace(result, cost_by_capacity_type={"on-demand": cost})
+
+
+FRONTIER_RUNS = [
+    frontier_run("policy", misses=3, cost=45.0),
+    frontier_run("on-demand-only", misses=30, cost=100.0),
+    frontier_run("all-spot", misses=40, cost=30.0),
+    frontier_run("fixed-80-20", misses=12, cost=50.0),
+    frontier_run("reactive", misses=25, cost=47.5),
+]
+
+
+def test_frontier_points_are_cost_shares_and_misses() -> None:
+    points = frontier_points(figures(FRONTIER_RUNS), policy="policy")
+    assert points is not None and points.relative
+    assert points.policy == FrontierPoint("policy", 45.0, 3)
+    assert [(p.name, p.cost, p.misses) for p in points.baselines] == [
+        ("on-demand-only", 100.0, 30),
+        ("all-spot", 30.0, 40),
+        ("fixed-80-20", 50.0, 12),
+        ("reactive", 47.5, 25),
+    ]
+    dollars = frontier_points(figures(FRONTIER_RUNS[2:]), policy="fixed-80-20")
+    assert dollars is not None and not dollars.relative, "no on-demand-only: dollars"
+    assert dollars.policy.cost == 50.0
+    assert frontier_points(figures(FRONTIER_RUNS[:1]), policy="policy") is None
+    assert frontier_points(figures(FRONTIER_RUNS[1:]), policy="policy") is None
+
+
+def test_the_frontier_is_a_step_line_through_the_baselines_and_the_policy_a_star() -> None:
+    points = frontier_points(figures(FRONTIER_RUNS), policy="policy")
+    assert points is not None
+    figure = drawn(plots.frontier_figure(points))
+    (ax,) = figure.axes
+    (step,) = [line for line in ax.get_lines() if line.get_label() == "baselines' frontier"]
+    # all-spot (30, 40), reactive (47.5, 25), fixed-80-20 (50, 12), then on to the right edge.
+    xs, ys = step.get_data()
+    assert list(xs) == pytest.approx([30.0, 47.5, 50.0, 108.0])
+    assert list(ys) == [40.0, 25.0, 12.0, 12.0]
+    assert step.get_drawstyle() == "steps-post"
+    labels = [t.get_text() for t in ax.texts]
+    assert "policy: 3 misses at 45.0 %" in labels
+    assert {"on-demand-only", "all-spot", "fixed-80-20", "reactive"} <= set(labels)
+    assert ax.get_xlabel() == "cost (% of on-demand-only)"
+    assert ax.get_xlim() == pytest.approx((0.0, 108.0))
+    (legend,) = figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "baselines' frontier",
+        "baselines",
+        "policy",
+    ]
+    assert not overlaps(legend, ax)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_the_reliability_diagram_puts_each_decile_at_predicted_against_observed() -> None:
+    """150 estimates at 0.2 of which 30 missed (on the diagonal), 40 at 0.8 all missed (few:
+    hollow), none elsewhere."""
+    log = [RiskRecord(0.0, "p", "d", 0.2, i < 30) for i in range(150)] + [
+        RiskRecord(0.0, "p", "d", 0.8, True) for _ in range(40)
+    ]
+    calibration = calibrate(log)
+    figure = drawn(plots.calibration_figure([("policy", calibration)]))
+    diagram, counts = figure.axes
+    judged, sparse = diagram.collections[1:]
+    assert judged.get_offsets().ravel().tolist() == pytest.approx([0.2, 0.2])
+    assert sparse.get_offsets().ravel().tolist() == pytest.approx([0.8, 1.0])
+    assert [t.get_text() for t in diagram.texts] == ["150", "40"]
+    assert "policy: Brier score" in diagram.get_title()
+    heights = [bar.get_height() for bar in counts.patches]
+    assert heights == [0, 0, 150, 0, 0, 0, 0, 0, 40, 0]
+    assert counts.get_yscale() == "log"
+
+
+def test_write_plots_draws_the_frontier_and_calibration_only_with_something_to_show(
+    tmp_path: Path,
+) -> None:
+    log = [RiskRecord(0.0, "p", "d", 0.5, False)]
+    with_log = [replace(FRONTIER_RUNS[0], risk_log=log), *FRONTIER_RUNS[1:]]
+    paths = plots.write_plots(with_log, figures(with_log), tmp_path)
+    assert [p.name for p in paths] == list(plots.PLOT_FILES)
+    alone = FRONTIER_RUNS[:1]
+    paths = plots.write_plots(alone, figures(alone), tmp_path)
+    assert [p.name for p in paths] == list(plots.PLOT_FILES[:4])
+    assert not (tmp_path / plots.FRONTIER).exists(), "the earlier frontier is removed"
+    assert not (tmp_path / plots.CALIBRATION).exists()

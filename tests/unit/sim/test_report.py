@@ -14,13 +14,26 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controller.sim.model import JobOutcome, RunResult, Sample
+from controller.sim.model import (
+    CAUSES,
+    INFEASIBLE,
+    INTERRUPTED,
+    PREEMPTED,
+    WAITED_FOR_NODE,
+    WAITED_FOR_QUOTA,
+    JobOutcome,
+    RiskRecord,
+    RunResult,
+    Sample,
+)
 from controller.sim.report import (
     ALL_TIERS,
+    EXCEEDS_CEILING,
     Measurement,
     RunFigures,
     figures_for_runs,
     format_seconds,
+    miss_cause,
     percentile,
     render_json,
     render_markdown,
@@ -45,6 +58,8 @@ def outcome(
     lost: float = 0.0,
     interruptions: int = 0,
     preemptions: int = 0,
+    cause: str | None = None,
+    delays: dict[str, float] | None = None,
 ) -> JobOutcome:
     return JobOutcome(
         job_id=job_id,
@@ -60,6 +75,8 @@ def outcome(
         lost_gpu_seconds=lost,
         interruptions=interruptions,
         preemptions=preemptions,
+        cause=cause,
+        delays=delays or {},
     )
 
 
@@ -330,7 +347,18 @@ def test_markdown_summary_has_a_table_per_figure_and_says_how_jobs_were_assigned
     assert "1.2 s" in text and "80 MiB" in text
     assert "![cost_by_capacity_type.png](cost_by_capacity_type.png)" in text
     table_rows = [line for line in text.splitlines() if line.startswith("| on-demand-only")]
-    assert len(table_rows) == 3, "a row in the hits, waits and cost tables; no wall time"
+    assert len(table_rows) == 7, (
+        "a row in the hits, waits and cost tables, the three cause tables (all tiers, "
+        "production, research) and the ceiling table; none in wall time"
+    )
+    for heading in (
+        "## Why deadlines were missed",
+        "### all tiers",
+        "### production",
+        "## Peak GPUs against the pool ceiling",
+    ):
+        assert heading in text
+    assert "## Risk calibration" not in text, "neither run estimated a risk"
 
 
 def test_terminal_summary_shows_hits_waits_cost_and_run_times() -> None:
@@ -343,3 +371,204 @@ def test_terminal_summary_shows_hits_waits_cost_and_run_times() -> None:
     assert "50.0 %" in text and "$40" in text
     assert "2.0 s" in text
     assert "|" not in text, "plain columns on a terminal, not Markdown"
+
+
+# --------------------------------------------------------------------------- misses by cause
+
+CAUSED = RunResult(
+    name="policy",
+    outcomes=[
+        outcome("p-met", "production", first_start=0, finish=50, deadline=100),
+        outcome("p-quota", "production", finish=150, deadline=100, cause=WAITED_FOR_QUOTA),
+        outcome("p-node", "production", finish=150, deadline=100, cause=WAITED_FOR_NODE),
+        outcome("p-quota-2", "production", deadline=100, cause=WAITED_FOR_QUOTA),
+        outcome("r-spot", "research", finish=900, deadline=500, cause=INTERRUPTED),
+        outcome("r-preempted", "research", finish=900, deadline=500, cause=PREEMPTED),
+        outcome("r-infeasible", "research", submit=450, finish=600, deadline=500, cause=INFEASIBLE),
+        outcome("r-free", "research", finish=900),
+        # Met, with a cause left on it: not a miss, so not counted.
+        outcome("r-met", "research", finish=400, deadline=500, cause=PREEMPTED),
+        # Missed with no cause (a result saved before causes): attributed from its delays.
+        outcome("r-old", "research", finish=900, deadline=500, delays={WAITED_FOR_NODE: 300.0}),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("tier", "expected"),
+    [
+        pytest.param(
+            "production",
+            {WAITED_FOR_QUOTA: 2, WAITED_FOR_NODE: 1},
+            id="production: two waited for quota (one never finished), one for a node",
+        ),
+        pytest.param(
+            "research",
+            {INFEASIBLE: 1, WAITED_FOR_NODE: 1, INTERRUPTED: 1, PREEMPTED: 1},
+            id="research: one of each; the met job's stale cause is not a miss",
+        ),
+        pytest.param(
+            ALL_TIERS,
+            {INFEASIBLE: 1, WAITED_FOR_QUOTA: 2, WAITED_FOR_NODE: 2, INTERRUPTED: 1, PREEMPTED: 1},
+            id="overall: the tiers' causes summed",
+        ),
+    ],
+)
+def test_misses_by_cause_per_tier_add_up_to_the_misses(tier: str, expected: dict[str, int]) -> None:
+    got = run_figures(CAUSED).tier(tier)
+    assert list(got.misses_by_cause) == list(CAUSES), "every cause, in CAUSES order"
+    assert dict(got.misses_by_cause) == {c: expected.get(c, 0) for c in CAUSES}
+    assert sum(got.misses_by_cause.values()) == got.missed
+
+
+@pytest.mark.parametrize(
+    ("job", "cause"),
+    [
+        pytest.param(
+            outcome("met", "p", finish=10, deadline=20, cause=PREEMPTED),
+            None,
+            id="a met deadline has no cause, whatever the outcome says",
+        ),
+        pytest.param(outcome("none", "p", finish=10), None, id="no deadline, no cause"),
+        pytest.param(
+            outcome("given", "p", finish=30, deadline=20, cause=INTERRUPTED, delays={}),
+            INTERRUPTED,
+            id="the engine's cause is kept",
+        ),
+        pytest.param(
+            outcome("long", "p", gpus=2, work=100.0, finish=80, deadline=40),
+            INFEASIBLE,
+            id="without one: runtime (work 100 over 2 GPUs = 50 s) alone ends after it",
+        ),
+        pytest.param(
+            outcome(
+                "delayed",
+                "p",
+                finish=300,
+                deadline=200,
+                delays={WAITED_FOR_QUOTA: 50.0, PREEMPTED: 80.0},
+            ),
+            PREEMPTED,
+            id="without one: the largest delay",
+        ),
+        pytest.param(
+            outcome("nothing", "p", deadline=200),
+            WAITED_FOR_QUOTA,
+            id="without one and with no delay recorded: the first delay cause",
+        ),
+    ],
+)
+def test_the_cause_of_a_miss(job: JobOutcome, cause: str | None) -> None:
+    assert miss_cause(job) == cause
+
+
+def test_the_hand_built_result_with_no_causes_still_adds_up() -> None:
+    for tier in ("production", "research", ALL_TIERS):
+        got = figures().tier(tier)
+        assert sum(got.misses_by_cause.values()) == got.missed, tier
+
+
+def test_misses_by_cause_in_summary_json_markdown_and_terminal() -> None:
+    runs = figures_for_runs([CAUSED], tiers=["production", "research"])
+    parsed = json.loads(render_json(summary_document(runs, context={})))
+    by_cause = parsed["runs"]["policy"]["misses_by_cause"]
+    assert set(by_cause) == {"production", "research", ALL_TIERS}
+    assert by_cause["production"] == {
+        INFEASIBLE: 0,
+        WAITED_FOR_QUOTA: 2,
+        WAITED_FOR_NODE: 1,
+        INTERRUPTED: 0,
+        PREEMPTED: 0,
+    }
+    markdown = render_markdown(runs, title="t", inputs=[], assignment="a", policy="p")
+    header = (
+        "| run    | misses | infeasible at submit | waited for quota | waited for a node "
+        "| work lost to interruptions | preempted |"
+    )
+    assert header in markdown
+    assert "| policy |      7 |                    1 |                2 |                 2 |" in (
+        markdown
+    )
+    terminal = terminal_summary(runs).splitlines()
+    start = terminal.index(
+        "Missed deadlines by cause (each miss has one cause; they add up to misses)"
+    )
+    assert terminal[start + 1].split() == [
+        "run",
+        "tier",
+        "misses",
+        "infeasible",
+        "quota",
+        "node",
+        "interrupted",
+        "preempted",
+    ]
+    assert terminal[start + 3].split() == ["policy", "production", "3", "0", "2", "1", "0", "0"]
+    assert terminal[start + 5].split() == ["policy", "all", "7", "1", "2", "2", "1", "1"]
+
+
+# --------------------------------------------------------------------------- ceiling
+
+
+@pytest.mark.parametrize(
+    ("peak", "ceilings", "over"),
+    [
+        pytest.param({"a100": 48.0}, {"a100": 48}, [], id="a peak at the ceiling is within it"),
+        pytest.param({"a100": 56.0}, {"a100": 48}, ["a100"], id="a node over it exceeds it"),
+        pytest.param(
+            {"a100": 8.0, "h100": 72.0},
+            {"a100": 16, "h100": 64},
+            ["h100"],
+            id="each pool against its own ceiling",
+        ),
+        pytest.param({"a100": 99.0}, {}, [], id="a pool with no ceiling is not judged"),
+    ],
+)
+def test_peak_provisioned_against_the_ceiling(
+    peak: dict[str, float], ceilings: dict[str, int], over: list[str]
+) -> None:
+    got = run_figures(replace(RESULT, peak_provisioned=peak, ceilings=ceilings))
+    assert got.over_ceiling == over
+    document = json.loads(render_json(summary_document([got], context={})))
+    ceiling = document["runs"]["policy"]["ceiling"]
+    assert {pool for pool, c in ceiling.items() if c["exceeds_ceiling"]} == set(over)
+    for pool, gpus in peak.items():
+        assert ceiling[pool]["peak_provisioned_gpus"] == gpus
+
+
+def test_a_run_over_its_ceiling_says_so_in_the_table() -> None:
+    over = replace(RESULT, peak_provisioned={"a100": 56.0}, ceilings={"a100": 48})
+    within = replace(REFERENCE, peak_provisioned={"a100": 48.0}, ceilings={"a100": 48})
+    runs = figures_for_runs([over, within])
+    markdown = render_markdown(runs, title="t", inputs=[], assignment="a", policy="p")
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in markdown.split("## Peak GPUs against the pool ceiling")[1].splitlines()
+        if line.startswith("| ")
+    }
+    assert "56 / 48" in rows["policy"] and f"{EXCEEDS_CEILING} (a100)" in rows["policy"]
+    assert "48 / 48" in rows["on-demand-only"] and "within" in rows["on-demand-only"]
+    assert f"{EXCEEDS_CEILING} (a100)" in terminal_summary(runs)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_the_policy_run_carries_its_calibration_and_a_baseline_none() -> None:
+    log = [
+        RiskRecord(time=0.0, project="p", deadline="d", risk=0.05, missed=False),
+        RiskRecord(time=900.0, project="p", deadline="d", risk=0.95, missed=True),
+    ]
+    runs = figures_for_runs([replace(RESULT, risk_log=log), REFERENCE])
+    assert runs[0].calibration is not None and runs[0].calibration.count == 2
+    assert runs[1].calibration is None
+    parsed = json.loads(render_json(summary_document(runs, context={})))
+    assert parsed["runs"]["on-demand-only"]["calibration"] is None
+    calibration = parsed["runs"]["policy"]["calibration"]
+    assert calibration["estimates"] == 2
+    assert calibration["brier_score"] == pytest.approx(0.0025)
+    assert calibration["deciles"][9]["observed"] == 1.0
+    markdown = render_markdown(runs, title="t", inputs=[], assignment="a", policy="p")
+    assert "## Risk calibration (policy)" in markdown
+    assert "| [0.9, 1.0]     |         1 |          0.950 |    1.000 |    +0.050 |" in markdown
+    assert "Risk calibration of policy: 2 estimates" in terminal_summary(runs)

@@ -4,7 +4,8 @@ of the real Alibaba trace.
 The synthetic trace is 60 jobs over a day (1 to 8 GPUs, 10 minutes to 4 hours), so every run
 takes well under a second; the replay policy is sized to it by default. Runs write into
 tmp_path and read stdout and stderr from StringIO, which is not a terminal: progress is then
-one line per run.
+one line per run. They replay in this process (`--jobs 1`), except where a test is about
+worker processes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import yaml
 from controller.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, main
 from controller.sim import plots
 from controller.sim.engine import BASELINES
+from controller.sim.model import CAUSES
 from controller.sim.run import TRACES_ENV, ProgressBar, traces_dir
 from tests.builders import policy_doc, pool_doc, project_doc
 
@@ -50,8 +52,11 @@ def trace(tmp_path: Path) -> Path:
 
 
 def simulate(*args: str) -> tuple[int, str, str]:
+    """The command in process; in this process too (`--jobs 1`) unless `args` say otherwise,
+    since starting workers costs more than these small replays."""
     out, err = io.StringIO(), io.StringIO()
-    code = main(["simulate", *args], out=out, err=err)
+    jobs = [] if "--jobs" in args else ["--jobs", "1"]
+    code = main(["simulate", *args, *jobs], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -287,6 +292,13 @@ def test_a_bare_trace_name_is_found_in_the_traces_directory(
             id="an unknown baseline is a usage error",
         ),
         pytest.param(
+            ["--baselines", "all,static:2"],
+            EXIT_USAGE,
+            "invalid baselines 'all,static:2': 'static:2': a static on-demand fraction is in "
+            "[0, 1]",
+            id="a static fraction over 1 is a usage error naming it",
+        ),
+        pytest.param(
             ["--window", "30d:31d"],
             EXIT_INVALID,
             "no usable job",
@@ -312,6 +324,113 @@ def test_a_missing_trace_is_an_error(tmp_path: Path) -> None:
     code, _, err = simulate("--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path))
     assert code == EXIT_INVALID
     assert "no such file" in err
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_jobs_below_one_are_refused(
+    trace: Path, capsys: pytest.CaptureFixture[str], jobs: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "--trace", str(trace), "--jobs", jobs])
+    assert exited.value.code == EXIT_USAGE
+    assert f"invalid jobs {jobs!r}: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_summary_json_is_byte_identical_in_process_and_in_two_workers(
+    trace: Path, tmp_path: Path
+) -> None:
+    texts = {}
+    for jobs in ("1", "2"):
+        out_dir = tmp_path / f"jobs-{jobs}"
+        code, _, err = simulate(
+            "--trace", str(trace), "--out", str(out_dir), "--seed", "2", "--jobs", jobs
+        )
+        assert code == EXIT_OK, err
+        texts[jobs] = (out_dir / "summary.json").read_bytes()
+        workers = "replaying 5 runs in 2 worker processes" in err
+        assert workers == (jobs == "2"), err
+    assert texts["1"] == texts["2"]
+
+
+def test_parametric_baselines_run_under_their_names_and_make_the_frontier(
+    trace: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = simulate(
+        "--trace",
+        str(trace),
+        "--out",
+        str(out_dir),
+        "--baselines",
+        "on-demand-only,static:0.1,0.5,reactive:0.3",
+        "--jobs",
+        "2",
+    )
+    assert code == EXIT_OK, err
+    document = summary(out_dir)
+    assert document["run_order"] == [
+        "policy",
+        "on-demand-only",
+        "static:0.1",
+        "static:0.5",
+        "reactive:0.3",
+    ]
+    assert document["runs_spec"]["static:0.5"]["on_demand_fraction"] == 0.5
+    assert document["runs_spec"]["reactive:0.3"]["threshold"] == 0.3
+    assert document["runs"]["static:0.1"]["cost_percent_of_on_demand_only"] < 100.0
+    assert any(line.startswith("reactive:0.3") for line in out.splitlines())
+    png_size(out_dir / plots.FRONTIER)
+    assert f"![{plots.FRONTIER}]({plots.FRONTIER})" in (out_dir / "summary.md").read_text()
+
+
+def test_the_policy_alone_draws_no_frontier_and_removes_an_old_one(
+    trace: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / plots.FRONTIER).write_bytes(b"stale")
+    code, _, err = simulate("--trace", str(trace), "--out", str(out_dir), "--baselines", "none")
+    assert code == EXIT_OK, err
+    assert not (out_dir / plots.FRONTIER).exists()
+    assert (out_dir / plots.CALIBRATION).is_file()
+
+
+def test_each_runs_misses_by_cause_add_up_and_the_policy_is_calibrated(
+    trace: Path, tmp_path: Path
+) -> None:
+    """A real replay of the synthetic trace: per run and tier, the causes add up to the
+    misses; the policy run alone carries a reliability table over every estimate; every run
+    reports its peak against the ceiling."""
+    out_dir = tmp_path / "out"
+    code, out, err = simulate("--trace", str(trace), "--out", str(out_dir))
+    assert code == EXIT_OK, err
+    document = summary(out_dir)
+    assert_causes_add_up(document)
+    calibration = document["runs"]["policy"]["calibration"]
+    assert calibration["estimates"] > 0
+    assert sum(d["count"] for d in calibration["deciles"]) == calibration["estimates"]
+    assert 0.0 <= calibration["brier_score"] <= 1.0
+    for name in BASELINES:
+        assert document["runs"][name]["calibration"] is None
+    for name, run in document["runs"].items():
+        (pool,) = run["ceiling"]
+        ceiling = run["ceiling"][pool]
+        assert ceiling["peak_provisioned_gpus"] > 0, name
+        assert ceiling["exceeds_ceiling"] == (
+            ceiling["peak_provisioned_gpus"] > ceiling["ceiling_gpus"]
+        ), name
+    assert "Missed deadlines by cause" in out
+    assert "Risk calibration of policy" in out
+    markdown = (out_dir / "summary.md").read_text()
+    assert "## Why deadlines were missed" in markdown
+    assert "## Risk calibration (policy)" in markdown
+
+
+def assert_causes_add_up(document: dict[str, Any]) -> None:
+    for name, run in document["runs"].items():
+        for tier, causes in run["misses_by_cause"].items():
+            assert list(causes) == sorted(CAUSES), (name, tier)
+            assert sum(causes.values()) == run["deadlines"][tier]["missed"], (name, tier)
 
 
 def test_a_negative_seed_is_refused(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -355,3 +474,7 @@ def test_a_few_days_of_the_alibaba_trace(tmp_path: Path) -> None:
         assert run["cost"]["total"] > 0, name
     assert document["runs"]["on-demand-only"]["cost_percent_of_on_demand_only"] == 100.0
     assert "Deadline hit rate by tier" in out
+    assert_causes_add_up(document)
+    assert sum(run["deadlines"]["all"]["missed"] for run in document["runs"].values()) > 0, (
+        "some run misses a deadline, so the causes are put to the test"
+    )
