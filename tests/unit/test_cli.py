@@ -18,11 +18,13 @@ from tests.builders import policy_doc, project_doc
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "example-render.yaml"
 SHIPPED_EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
-NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+FIXED_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 """The clock `validate` judges deadlines by: before every one-off deadline of the example."""
+FIXED_BEFORE_LAUNCH = datetime(2025, 5, 1, tzinfo=UTC)
+"""Ten days before the `launch` deadline of the warning tests."""
 
 
-def run(*argv: str, now: datetime = NOW) -> tuple[int, str, str]:
+def run(*argv: str, now: datetime = FIXED_NOW) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out=out, err=err, now=lambda: now)
     return code, out.getvalue(), err.getvalue()
@@ -174,7 +176,7 @@ class TestValidateMessages:
     def test_the_same_deadline_ahead_of_the_clock_is_no_warning(self, tmp_path: Path) -> None:
         late = project_doc(deadlines=[{"name": "launch", "at": "2025-05-11T00:00:00Z"}])
         path = write_policy(tmp_path / "p", policy_doc(), late)
-        code, _, err = run("validate", "-f", str(path), now=datetime(2025, 5, 1, tzinfo=UTC))
+        code, _, err = run("validate", "-f", str(path), now=FIXED_BEFORE_LAUNCH)
         assert (code, err) == (EXIT_OK, "")
 
     @pytest.mark.parametrize(
@@ -269,8 +271,9 @@ class TestRenderToDirectory:
         assert run("render", "-o", f"{target}/")[0] == EXIT_OK
         code, _, err = run("render", "-o", str(target), "--on-demand", "a100=64")
         assert code == EXIT_OK
-        # The a100 NodePools and the ClusterQueues of projects with a100 spot quota.
-        assert "one file each: 7 written, 28 unchanged" in err
+        # The two a100 NodePools and the ClusterQueues of the projects the 48 GPUs go to in
+        # whole nodes; the others' quotas stay as they were.
+        assert "one file each: 5 written, 30 unchanged" in err
 
     @pytest.mark.parametrize(
         "output",

@@ -18,7 +18,7 @@ from e2e.demo import (
     with_one_off_deadline,
 )
 
-NOW = datetime(2031, 2, 3, 10, 45, 12, tzinfo=UTC)
+FIXED_NOW = datetime(2031, 2, 3, 10, 45, 12, tzinfo=UTC)
 
 
 def project(documents: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def project(documents: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def test_the_one_off_deadline_is_72_hours_ahead_on_the_hour() -> None:
-    assert one_off_deadline(NOW) == {
+    assert one_off_deadline(FIXED_NOW) == {
         "name": ONE_OFF_DEADLINE,
         "at": "2031-02-06T10:00:00Z",
         "matchLabels": {"example.com/paper": "cvpr"},
@@ -37,11 +37,11 @@ def test_the_one_off_deadline_is_72_hours_ahead_on_the_hour() -> None:
 
 
 def test_the_demo_documents_carry_its_prometheus_and_the_one_off_deadline() -> None:
-    documents = demo_documents(now=NOW, prometheus_url="http://127.0.0.1:9999")
+    documents = demo_documents(now=FIXED_NOW, prometheus_url="http://127.0.0.1:9999")
     policy = next(d for d in documents if d["kind"] == "CapacityPolicy")
     assert policy["spec"]["prometheus"]["url"] == "http://127.0.0.1:9999"
     deadlines = project(documents, ONE_OFF_PROJECT)["spec"]["deadlines"]
-    assert [d for d in deadlines if d["name"] == ONE_OFF_DEADLINE] == [one_off_deadline(NOW)]
+    assert [d for d in deadlines if d["name"] == ONE_OFF_DEADLINE] == [one_off_deadline(FIXED_NOW)]
 
     # Only those two changes: the other projects are the bundled example's, untouched.
     def others(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1599,7 +1599,7 @@ def test_file_level_errors_print_no_placeholders(error: PolicyError) -> None:
 
 # --------------------------------------------------------------------------- warnings
 
-WARNING_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+FIXED_WARNING_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -1657,7 +1657,7 @@ def test_a_past_one_off_deadline_is_a_warning(
     deadlines: list[dict[str, Any]], expected: list[PolicyWarning]
 ) -> None:
     policy_set = load_policy_set(project_with("spec.deadlines", deadlines))
-    assert policy_warnings(policy_set, now=WARNING_NOW) == expected
+    assert policy_warnings(policy_set, now=FIXED_WARNING_NOW) == expected
 
 
 def test_a_warning_prints_as_a_located_line_marked_warning() -> None:

@@ -5,10 +5,11 @@ of the risk model (`RiskModel.oracle`), not of any API. Most are staircases of t
 share that meets a target is known exactly and the bisection can be checked against it.
 
 Unless a case says otherwise: pool `a100` of `tests.builders` with floor 0 and ceiling 64 (spot
-$1, on-demand $4 a GPU-hour), project `vision` in tier `production` (priority 1000; `research`
-is 100) holding 32 GPUs of it with one deadline `release` at targetConfidence 0.95, and the
-default risk settings: raise above 0.2, lower under 0.05, evaluation window 600 s, cooldown
-1800 s, at most 16 GPUs a step. The deadline's target is min(1 - 0.95, 0.2) = 0.05.
+$1, on-demand $4 a GPU-hour) on nodes of one GPU, so that share boundaries show exactly (the
+rounding to whole nodes has cases of its own), project `vision` in tier `production` (priority
+1000; `research` is 100) holding 32 GPUs of it with one deadline `release` at targetConfidence
+0.95, and the default risk settings: raise above 0.2, lower under 0.05, evaluation window
+600 s, cooldown 1800 s, at most 16 GPUs a step. The deadline's target is min(1 - 0.95, 0.2) = 0.05.
 
 Cases marked `KNOWN_BUG` assert the behaviour we want but do not have yet; they are strict
 xfails, so fixing the bug makes them fail until the mark is removed.
@@ -77,11 +78,11 @@ def release(*steps: tuple[int, float]) -> dict[str, Levels]:
     return {"release": tuple(steps)}
 
 
-POOL = pool_doc(onDemand={"floorGpus": 0, "ceilingGpus": 64})
+POOL = pool_doc(gpusPerNode=1, onDemand={"floorGpus": 0, "ceilingGpus": 64})
 
 
-def pool(floor: int = 0, ceiling: int = 64) -> Doc:
-    return pool_doc(onDemand={"floorGpus": floor, "ceilingGpus": ceiling})
+def pool(floor: int = 0, ceiling: int = 64, per_node: int = 1) -> Doc:
+    return pool_doc(gpusPerNode=per_node, onDemand={"floorGpus": floor, "ceilingGpus": ceiling})
 
 
 def project(
@@ -101,6 +102,7 @@ def load(
 
 
 DEFAULT = load(project())
+EIGHT_GPU_NODES = load(project(), pools=[pool(per_node=8)])
 
 
 def state(
@@ -542,6 +544,38 @@ TWO_TIERS = load(
             14,
             state(14, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
             id="after window and cooldown the pool steps down to the least share under 0.05",
+        ),
+        pytest.param(
+            Given(state(8, raise_since=PAST_WINDOW), {"vision": AT_RISK}, EIGHT_GPU_NODES),
+            Action.RAISE,
+            Reason.RISK_ABOVE_THRESHOLD,
+            16,
+            state(16, {"vision": 12}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
+            id="on 8-GPU nodes the 12 GPUs wanted are two whole nodes: 16 (the project wants 12)",
+        ),
+        pytest.param(
+            Given(
+                state(8, raise_since=PAST_WINDOW),
+                {"vision": release((0, 0.5), (18, 0.04))},
+                load(project(), pools=[pool(ceiling=20, per_node=8)]),
+            ),
+            Action.RAISE,
+            Reason.RISK_ABOVE_THRESHOLD,
+            20,
+            state(20, {"vision": 18}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
+            id="whole nodes never pass the ceiling: 18 wanted is 24 in nodes, held at 20",
+        ),
+        pytest.param(
+            Given(
+                state(24, {"vision": 24}, lower_since=PAST_WINDOW, last_change=FIXED_NOW - 1800),
+                {"vision": CLEARED},
+                EIGHT_GPU_NODES,
+            ),
+            Action.LOWER,
+            Reason.RISK_CLEARED,
+            16,
+            state(16, {"vision": 14}, lower_since=PAST_WINDOW, last_change=FIXED_NOW),
+            id="on 8-GPU nodes the step down to 14 keeps two whole nodes: 16 (the project, 14)",
         ),
         pytest.param(
             Given(

@@ -271,7 +271,12 @@ def test_warm_targets_stay_within_bounds(seed: int) -> None:
     result = plan(CRUNCH[: seed * 2] + background(seed), claims=[claim("h100")] * seed)
 
     for pool in EXAMPLE.policy.spec.pools:
-        assert pool.warm_pool.min_gpus <= result.warm_targets[pool.name] <= pool.warm_pool.max_gpus
+        warm = result.warm_targets[pool.name]
+        if result.shifts[pool.name].waiting_gpus:
+            # Placeholders would take nodes the shift waits to see go: none until it is done.
+            assert warm == 0
+        else:
+            assert pool.warm_pool.min_gpus <= warm <= pool.warm_pool.max_gpus
 
 
 # ---------------------------------------------------------------------- costs, budgets

@@ -63,6 +63,8 @@ def quota(nominal: int, pool: str = "a100", **limits: int) -> list[Doc]:
 
 H100 = pool_doc("h100", onDemand={"floorGpus": 0, "ceilingGpus": 32})
 NO_FLOOR = pool_doc(onDemand={"floorGpus": 0, "ceilingGpus": 64})
+ONE_GPU_NODES = policy_doc(pools=[pool_doc(gpusPerNode=1)])
+"""Nodes of one GPU, where the split in whole nodes is the split by largest remainder."""
 
 
 # --------------------------------------------------------------------------- pool_demands
@@ -404,7 +406,7 @@ def test_clamped_targets_say_which_bound_moved_them(
             id="7 on-demand GPUs over quotas 10/20/30 give 1/2/4 by largest remainder",
         ),
         pytest.param(
-            policy_doc(),
+            ONE_GPU_NODES,
             [
                 project_doc("mango", quotas=quota(10)),
                 project_doc("kiwi", quotas=quota(20)),
@@ -416,7 +418,7 @@ def test_clamped_targets_say_which_bound_moved_them(
             id="a tie in remainders goes to the name first in order, here the largest quota",
         ),
         pytest.param(
-            policy_doc(),
+            ONE_GPU_NODES,
             [
                 project_doc("apple", quotas=quota(10)),
                 project_doc("kiwi", quotas=quota(20)),
@@ -425,6 +427,31 @@ def test_clamped_targets_say_which_bound_moved_them(
             (PoolMix("a100", on_demand_gpus=9, spot_gpus=51),),
             {"apple": (8, 2), "kiwi": (17, 3), "mango": (26, 4)},
             id="a tie in remainders goes to the name first in order, here the smallest quota",
+        ),
+        pytest.param(
+            policy_doc(),
+            [
+                project_doc("mango", quotas=quota(10)),
+                project_doc("kiwi", quotas=quota(20)),
+                project_doc("apple", quotas=quota(30)),
+            ],
+            (PoolMix("a100", on_demand_gpus=9, spot_gpus=51),),
+            # on 8-GPU nodes: 1 whole node by largest remainder of 1/6, 2/6, 3/6 goes to
+            # apple; the 1 GPU left over what is left of the quotas (10/20/22) goes to apple too
+            {"mango": (10, 0), "kiwi": (20, 0), "apple": (21, 9)},
+            id="on 8-GPU nodes on-demand goes in whole nodes: one project moves, not three",
+        ),
+        pytest.param(
+            policy_doc(),
+            [
+                project_doc("alpha", quotas=quota(4)),
+                project_doc("bravo", quotas=quota(4)),
+                project_doc("charlie", quotas=quota(24)),
+            ],
+            (PoolMix("a100", on_demand_gpus=16, spot_gpus=16),),
+            # alpha and bravo hold no whole node, so both nodes go to charlie
+            {"alpha": (4, 0), "bravo": (4, 0), "charlie": (8, 16)},
+            id="whole nodes go only to quotas that hold a whole node",
         ),
         pytest.param(
             policy_doc(),
@@ -466,7 +493,7 @@ def test_clamped_targets_say_which_bound_moved_them(
             id="more on-demand GPUs than quota put every quota on on-demand and no more",
         ),
         pytest.param(
-            policy_doc(),
+            ONE_GPU_NODES,
             [
                 project_doc("nospot", quotas=quota(8), allowSpot=False),
                 project_doc("alpha", quotas=quota(10)),
@@ -542,10 +569,11 @@ def test_split_quotas_splits_each_pool_on_its_own() -> None:
     got = {
         key: (q.spot_gpus, q.on_demand_gpus) for key, q in split_quotas(policy_set, mixes).items()
     }
-    # a100: 8 over 10/30 = 2/6; h100: 5 over 9/3 = 3.75/1.25, floors 3+1, the one left to .75
+    # a100 (8-GPU nodes): one whole node over 10/30 goes to bravo; h100: 5 over 9/3 =
+    # 3.75/1.25, floors 3+1, the one left to .75
     assert got == {
-        ("alpha", "a100"): (8, 2),
-        ("bravo", "a100"): (24, 6),
+        ("alpha", "a100"): (10, 0),
+        ("bravo", "a100"): (22, 8),
         ("alpha", "h100"): (5, 4),
         ("charlie", "h100"): (2, 1),
     }
