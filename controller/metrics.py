@@ -33,7 +33,12 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` seri
 
 PREFIX = "quartermaster"
 BINDING_REASONS = frozenset(
-    {Reason.CEILING_BINDS, Reason.BUDGET_BINDS, Reason.TARGET_UNREACHABLE, Reason.NO_HISTORY}
+    {
+        Reason.CEILING_BINDS,
+        Reason.BUDGET_BINDS,
+        Reason.TARGET_UNREACHABLE,
+        Reason.PROMETHEUS_UNAVAILABLE,
+    }
 )
 
 

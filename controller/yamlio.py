@@ -28,6 +28,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str)
+_Dumper.add_multi_representer(str, _str)  # str enums (Action, Reason) read as their values
 
 
 def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from controller.api.policy_set import PolicySet
 from controller.api.types import OverrideMode, TrainingProject
@@ -34,7 +35,9 @@ RiskOracle = Callable[[str, str, int], Mapping[str, float]]
 """(project, pool, on-demand GPUs of the project in the pool) -> risk per deadline name."""
 
 
-class Action:
+class Action(StrEnum):
+    """What one pass did to a pool's on-demand GPUs (status `lastDecision.action`)."""
+
     RAISE = "Raise"
     LOWER = "Lower"
     HOLD = "Hold"
@@ -42,7 +45,9 @@ class Action:
     MANUAL = "Manual"
 
 
-class Reason:
+class Reason(StrEnum):
+    """Why (status `lastDecision.reason`, the `reason` label of the decision counter)."""
+
     RISK_ABOVE_THRESHOLD = "RiskAboveThreshold"
     RISK_CLEARED = "RiskCleared"
     EVALUATION_WINDOW = "EvaluationWindow"
@@ -50,7 +55,7 @@ class Reason:
     STEADY = "Steady"
     CEILING_BINDS = "CeilingBinds"
     BUDGET_BINDS = "BudgetBinds"
-    NO_HISTORY = "PrometheusUnavailable"
+    PROMETHEUS_UNAVAILABLE = "PrometheusUnavailable"
     OVERRIDE = "Override"
     TARGET_UNREACHABLE = "TargetUnreachable"
 
@@ -72,8 +77,8 @@ class PoolState:
 @dataclass(frozen=True)
 class Decision:
     pool: str
-    action: str
-    reason: str
+    action: Action
+    reason: Reason
     previous: int
     target: int
     message: str
@@ -229,7 +234,12 @@ def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
     previous = state.on_demand_gpus
 
     def decision(
-        action: str, reason: str, target: int, message: str, new_state: PoolState, **inputs: float
+        action: Action,
+        reason: Reason,
+        target: int,
+        message: str,
+        new_state: PoolState,
+        **inputs: float,
     ) -> Decision:
         return Decision(
             pool=pool.name,
@@ -355,7 +365,7 @@ def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
         if not history_available:
             return decision(
                 Action.HOLD,
-                Reason.NO_HISTORY,
+                Reason.PROMETHEUS_UNAVAILABLE,
                 previous,
                 "Prometheus unreachable: never lower on missing data",
                 tracked,

@@ -889,7 +889,7 @@ def test_with_prometheus_down_policy_changes_still_apply_and_raised_capacity_is_
             kube.delete(kinds.WORKLOAD, f"pretrain-job-{index}", "llm")
         change.push(kube)
         wait_until(
-            lambda: last_decision(kube).get("reason") == Reason.NO_HISTORY,
+            lambda: last_decision(kube).get("reason") == Reason.PROMETHEUS_UNAVAILABLE,
             "a hold for want of history",
             explain=lambda: last_decision(kube),
         )
@@ -906,7 +906,7 @@ def test_with_prometheus_down_policy_changes_still_apply_and_raised_capacity_is_
     assert any(d.action == Action.RAISE for _, d in decisions)
     decisions = [(t, d) for t, d in decisions if t >= raised_at]
     assert decisions and all(d.action != Action.LOWER for _, d in decisions)
-    assert decisions[-1][1].reason == Reason.NO_HISTORY
+    assert decisions[-1][1].reason == Reason.PROMETHEUS_UNAVAILABLE
     policy = kube.get(kinds.CAPACITY_POLICY, POLICY)
     assert policy is not None
     assert condition_of(policy, "HistoryAvailable") == ("False", "PrometheusUnreachable")

@@ -456,16 +456,19 @@ def test_without_prometheus_nothing_scales_down(running: Running) -> None:
     for index in range(WORKLOADS):
         running.kube.delete(kinds.WORKLOAD, f"pretrain-job-{index}", "llm")
     running.wait_for(
-        lambda: running.last_decision().get("reason") == Reason.NO_HISTORY,
+        lambda: running.last_decision().get("reason") == Reason.PROMETHEUS_UNAVAILABLE,
         20,
         "the a100 decision is a hold for want of Prometheus",
     )
     assert running.last_decision()["action"] == Action.HOLD
     time.sleep(2 * RESYNC_SECONDS)  # more passes, the same answer
     assert running.on_demand_limit() == raised
-    assert running.last_decision()["reason"] == Reason.NO_HISTORY
+    assert running.last_decision()["reason"] == Reason.PROMETHEUS_UNAVAILABLE
     held = running.sample(
-        "quartermaster_decisions_total", pool=POOL, action=Action.HOLD, reason=Reason.NO_HISTORY
+        "quartermaster_decisions_total",
+        pool=POOL,
+        action=Action.HOLD,
+        reason=Reason.PROMETHEUS_UNAVAILABLE,
     )
     assert held is not None and held >= 1
 

@@ -630,7 +630,7 @@ TWO_TIERS = load(
                 history_available=False,
             ),
             Action.HOLD,
-            Reason.NO_HISTORY,
+            Reason.PROMETHEUS_UNAVAILABLE,
             24,
             state(24, {"vision": 24}, lower_since=PAST_WINDOW),
             id="without history the pool never lowers",

@@ -97,8 +97,8 @@ def KNOWN_BUG(reason: str) -> pytest.MarkDecorator:  # noqa: N802 - reads as a m
 
 def decision(
     state: PoolState,
-    action: str = Action.HOLD,
-    reason: str = Reason.STEADY,
+    action: Action = Action.HOLD,
+    reason: Reason = Reason.STEADY,
     *,
     previous: int | None = None,
     message: str = "risk within thresholds",
@@ -295,7 +295,9 @@ EARLIER = {"time": "2027-01-15T06:00:00Z", "action": "Raise", "reason": "X", "me
             id="a change replaces it, stamped now",
         ),
         pytest.param(
-            decision(PoolState("a100", 24), reason=Reason.NO_HISTORY, message="no Prometheus"),
+            decision(
+                PoolState("a100", 24), reason=Reason.PROMETHEUS_UNAVAILABLE, message="no Prometheus"
+            ),
             EARLIER,
             {
                 "time": STAMP,
@@ -343,7 +345,9 @@ def test_a_steady_hold_writes_no_new_policy_status() -> None:
         ),
         pytest.param(
             decision(
-                PoolState("a100", 24), reason=Reason.NO_HISTORY, message="Prometheus unreachable"
+                PoolState("a100", 24),
+                reason=Reason.PROMETHEUS_UNAVAILABLE,
+                message="Prometheus unreachable",
             ),
             id="a pool holding on missing history writes its status once, not every pass",
         ),
