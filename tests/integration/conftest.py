@@ -200,6 +200,22 @@ class Server:
         return sum(1 for o in objects if self.serves(o["apiVersion"]))
 
 
+def discovered_kinds(client: KubeClient) -> dict[tuple[str, str], kinds.Kind]:
+    """(apiVersion, kind) -> REST coordinates of every resource the server lists in discovery
+    (subresources left out): what it can take, read from the server rather than assumed."""
+    found: dict[tuple[str, str], kinds.Kind] = {}
+    for group_version in sorted(client.served_group_versions()):
+        group, _, version = group_version.rpartition("/")
+        path = f"/apis/{group_version}" if group else f"/api/{version}"
+        for resource in client.request("GET", path).get("resources") or []:
+            if "/" in resource["name"]:
+                continue
+            found[(group_version, resource["kind"])] = kinds.Kind(
+                group, version, resource["kind"], resource["name"], bool(resource["namespaced"])
+            )
+    return found
+
+
 @pytest.fixture(scope="session")
 def server(control_plane: ControlPlane) -> Server:
     client = new_client(control_plane)
