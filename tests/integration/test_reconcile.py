@@ -28,6 +28,8 @@ from controller.testenv.namespaces import policy_namespaces
 from tests.integration.conftest import Server, ensure_namespaces
 
 GITOPS = "gitops"
+FIXED_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+"""The deadline test's clock: recsys-prod's deadlines are behind and ahead of it on any date."""
 
 
 def example_documents() -> list[dict[str, Any]]:
@@ -404,7 +406,7 @@ class TestBadInput:
 class TestDeadlines:
     def test_a_passed_one_off_deadline_sets_deadlines_current_false(self, kube: KubeClient) -> None:
         """The clock is fixed, so the deadlines are behind and ahead of it whatever the date."""
-        now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+        now = FIXED_NOW
         for doc in example_documents():
             if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] == "recsys-prod":
                 doc["spec"]["deadlines"] = [
