@@ -30,6 +30,15 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_DEADLINE = f"{DOMAIN}/deadline"
 ANNOTATION_EXPECTED_DURATION = f"{DOMAIN}/expected-duration-seconds"
 ANNOTATION_CHECKPOINT_INTERVAL = f"{DOMAIN}/checkpoint-interval-seconds"
+# The same keys as labels: Kueue copies no annotation from a Job to the Workload it makes, and
+# copies a label only when its `integrations.labelKeysToCopy` names it, so for Jobs (JobSets,
+# PyTorchJobs, RayJobs) the label is the way through. Plain seconds ("14400") are a valid label
+# value. An annotation on the Workload wins over the label.
+LABEL_EXPECTED_DURATION = ANNOTATION_EXPECTED_DURATION
+LABEL_CHECKPOINT_INTERVAL = ANNOTATION_CHECKPOINT_INTERVAL
+LABEL_KEYS_TO_COPY = (LABEL_DEADLINE, LABEL_EXPECTED_DURATION, LABEL_CHECKPOINT_INTERVAL)
+"""What Kueue's `integrations.labelKeysToCopy` must list for Jobs to reach the risk model
+(plus the keys of any deadline's `matchLabels`)."""
 # Kueue's effective-priority adjustment, and our mark that we set it (so we only remove ours).
 ANNOTATION_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
 ANNOTATION_BOOSTED = f"{DOMAIN}/boosted"

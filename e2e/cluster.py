@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import logs
+from controller import logs, names
 from controller.examples import EXAMPLE_DIR
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
@@ -49,6 +49,7 @@ from controller.testenv.controlplane import (
     free_ports,
     kubectl_path,
 )
+from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
 from controller.testenv.processes import pid_gone, spawn
 from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 from controller.yamlio import dump_documents
@@ -124,6 +125,8 @@ class Cluster:
         client = KubeClient.from_kubeconfig(str(self.plane.kubeconfig))
         try:
             load_crds(client, crds.documents)
+            # The controller's namespace, where the server has namespaces (a kube-apiserver).
+            ensure_namespaces(client, [names.DEFAULT_NAMESPACE])
             self.crd_counts = crds.counts
             say(f"CRDs established: {len(crds.documents)}")
             if self.apply_example:
@@ -148,6 +151,7 @@ class Cluster:
             "# Kueue Workloads as `make demo` queues them; `kubectl apply -f` this file.\n"
             + dump_documents(workloads)
         )
+        ensure_namespaces(client, policy_namespaces(documents))
         for doc in documents:
             client.apply(kinds.kind_of(doc), doc, field_manager=FIELD_MANAGER)
         say(f"example policy applied: {len(documents)} objects")

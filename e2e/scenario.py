@@ -9,16 +9,29 @@ One runner, two places to run it:
 - `--kubeconfig` (e2e/kind.sh, or any cluster): the controller installed from `manifests/`,
   Kueue, KEDA and Prometheus running; the runner only talks to the API server.
 
+What is submitted differs, because only one of the two runs Kueue:
+
+- `--submit jobs` (the default with `--kubeconfig`): batch/v1 Jobs, as users submit work, with
+  `kueue.x-k8s.io/queue-name` and our deadline, expected-duration and checkpoint-interval
+  keys as labels. Kueue makes each Job's Workload and copies those labels to it only if its
+  configuration's `integrations.labelKeysToCopy` lists them (e2e/kind.sh sets that up); it
+  copies no annotations. A Workload without them would leave the deadline's risk at 0, so the
+  run fails at once, naming the cause, when the project reports DeadlinesTracked=False.
+- `--submit workloads` (the only choice with `--local`): Kueue Workloads written directly, as
+  Kueue would write them, with the expected duration and checkpoint interval as annotations.
+  Nothing runs Kueue on the local control plane, so a Job would never become a Workload.
+
 Either way the runner acts as a user does, through the API server alone:
 
-1. apply a policy and a production project with a deadline 101 hours away (GitOps);
+1. apply a policy and a production project with a deadline 101 hours away (GitOps), after
+   the namespaces they use (where the server has namespaces);
 2. wait for the baseline: the a100 on-demand NodePool limit at the policy's floor;
-3. submit 15 pending 16-GPU, 30-hour Workloads counting toward the deadline (no GPU node runs
-   them: on kind, Kueue holds them for lack of capacity; locally nothing admits them);
+3. submit 15 pending 16-GPU, 30-hour jobs counting toward the deadline (no GPU node runs
+   them: on kind, no node has the GPUs; locally nothing admits them);
 4. see the project's deadline risk rise in its status above the raise threshold;
 5. see the mix move: the on-demand NodePool limit and the project's on-demand flavor quota
    rise, in the same pass;
-6. delete the Workloads (the work is done);
+6. delete the Jobs or Workloads (the work is done; a Job's Workload goes with it);
 7. see the risk fall, and the limit and quota step back to the floor after the evaluation
    window and cooldown.
 
@@ -27,6 +40,8 @@ Each step prints how long it took; a step that does not happen within its timeou
 with the state it last saw. `--json FILE` writes the timeline.
 
 Run: `.venv/bin/python -m e2e.scenario --local` or `... --kubeconfig ~/.kube/config`.
+The `--kubeconfig` path with Jobs needs a real cluster with Kueue; it has not been run on the
+development machine (no Docker there for kind).
 """
 
 from __future__ import annotations
@@ -42,17 +57,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from controller import logs, names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.testenv.controlplane import ControlPlane, free_ports
+from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
 from controller.testenv.prometheus import PrometheusServer
 from e2e.demo import crd_sources, example_documents, load_crds, read_crd_set
 
 T = TypeVar("T")
 Document = dict[str, Any]
+Submit = Literal["jobs", "workloads"]
 
 POLICY = "gpu-fleet"
 PROJECT = "llm-pretrain"
@@ -66,8 +83,15 @@ RAISE_THRESHOLD = 0.2
 LOWER_THRESHOLD = 0.05
 WORKLOADS = 15
 DEADLINE_HOURS = 101
+DEADLINE = "release"
+EXPECTED_SECONDS = 30 * 3600
+CHECKPOINT_SECONDS = 4 * 3600
 GITOPS = "e2e-gitops"
 KUEUE = "e2e-kueue"
+USER = "e2e-user"
+JOB = kinds.Kind("batch", "v1", "Job", "jobs", True)
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+NAME_PREFIX = "e2e-train-"
 
 
 class ScenarioError(RuntimeError):
@@ -97,7 +121,7 @@ def scenario_documents(*, prometheus_url: str | None, now: datetime) -> list[Doc
             deadline = now + timedelta(hours=DEADLINE_HOURS)
             doc["spec"]["deadlines"] = [
                 {
-                    "name": "release",
+                    "name": DEADLINE,
                     "at": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "targetConfidence": 0.8,
                 }
@@ -106,18 +130,28 @@ def scenario_documents(*, prometheus_url: str | None, now: datetime) -> list[Doc
     return out
 
 
+def trainer() -> Document:
+    """The pod of every submitted job: 8 GPUs, which no node here has."""
+    return {
+        "name": "train",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}},
+    }
+
+
 def workload(index: int) -> Document:
-    """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours."""
+    """The local path (no Kueue): a pending Workload of 2 pods x 8 GPUs, 30 hours long,
+    checkpointing every 4 hours, written as Kueue would write it."""
     return {
         "apiVersion": kinds.WORKLOAD.api_version,
         "kind": kinds.WORKLOAD.kind,
         "metadata": {
-            "name": f"e2e-train-{index}",
+            "name": f"{NAME_PREFIX}{index}",
             "namespace": WORKLOAD_NAMESPACE,
-            "labels": {names.LABEL_DEADLINE: "release"},
+            "labels": {names.LABEL_DEADLINE: DEADLINE},
             "annotations": {
-                names.ANNOTATION_EXPECTED_DURATION: str(30 * 3600),
-                names.ANNOTATION_CHECKPOINT_INTERVAL: str(4 * 3600),
+                names.ANNOTATION_EXPECTED_DURATION: str(EXPECTED_SECONDS),
+                names.ANNOTATION_CHECKPOINT_INTERVAL: str(CHECKPOINT_SECONDS),
             },
         },
         "spec": {
@@ -126,25 +160,61 @@ def workload(index: int) -> Document:
                 {
                     "name": "main",
                     "count": 2,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "registry.k8s.io/pause:3.10",
-                                    "resources": {
-                                        "requests": {GPU: "8"},
-                                        "limits": {GPU: "8"},
-                                    },
-                                }
-                            ],
-                            "restartPolicy": "Never",
-                        }
-                    },
+                    "template": {"spec": {"containers": [trainer()], "restartPolicy": "Never"}},
                 }
             ],
         },
     }
+
+
+def job(index: int) -> Document:
+    """The cluster path (Kueue runs): a batch/v1 Job of 2 pods x 8 GPUs, 30 hours long,
+    checkpointing every 4 hours, as a user submits it.
+
+    Everything the risk model reads is a label, because Kueue copies to the Workload it makes
+    only the Job's labels its `integrations.labelKeysToCopy` lists, and no annotations. The
+    Job starts suspended, as Kueue's documentation submits them: Kueue resumes it on admission.
+    """
+    return {
+        "apiVersion": JOB.api_version,
+        "kind": JOB.kind,
+        "metadata": {
+            "name": f"{NAME_PREFIX}{index}",
+            "namespace": WORKLOAD_NAMESPACE,
+            "labels": {
+                QUEUE_NAME_LABEL: PROJECT,
+                names.LABEL_DEADLINE: DEADLINE,
+                names.LABEL_EXPECTED_DURATION: str(EXPECTED_SECONDS),
+                names.LABEL_CHECKPOINT_INTERVAL: str(CHECKPOINT_SECONDS),
+            },
+        },
+        "spec": {
+            "suspend": True,
+            "parallelism": 2,
+            "completions": 2,
+            "backoffLimit": 0,
+            "template": {"spec": {"containers": [trainer()], "restartPolicy": "Never"}},
+        },
+    }
+
+
+def submit_jobs(client: KubeClient, submit: Submit) -> None:
+    if submit == "jobs":
+        for index in range(WORKLOADS):
+            client.apply(JOB, job(index), field_manager=USER)
+    else:
+        for index in range(WORKLOADS):
+            client.apply(kinds.WORKLOAD, workload(index), field_manager=KUEUE)
+
+
+def delete_jobs(client: KubeClient, submit: Submit) -> None:
+    """The work is done: the Jobs go (Kueue's Workloads with them, by their owner reference),
+    or, locally, the Workloads."""
+    kind = JOB if submit == "jobs" else kinds.WORKLOAD
+    items, _ = client.list(kind, namespace=WORKLOAD_NAMESPACE)
+    for item in items:
+        if item["metadata"]["name"].startswith(NAME_PREFIX):
+            client.delete(kind, item["metadata"]["name"], WORKLOAD_NAMESPACE)
 
 
 # ------------------------------------------------------------------------------ observing
@@ -158,11 +228,14 @@ class Seen:
     on_demand_limit: int | None
     spot_limit: int | None
     on_demand_quota: int | None
+    untracked: str | None = None
+    """The DeadlinesTracked=False message, when the project's Workloads miss its deadline."""
 
     def __str__(self) -> str:
         return (
             f"risk={self.risk} on-demand limit={self.on_demand_limit} "
             f"spot limit={self.spot_limit} on-demand quota={self.on_demand_quota}"
+            + (f" DeadlinesTracked=False: {self.untracked}" if self.untracked else "")
         )
 
 
@@ -189,12 +262,17 @@ def _quota(client: KubeClient) -> int | None:
 
 def observe(client: KubeClient) -> Seen:
     project = client.get(kinds.TRAINING_PROJECT, PROJECT) or {}
-    risk = (project.get("status") or {}).get("worstDeadlineRisk")
+    status = project.get("status") or {}
+    risk = status.get("worstDeadlineRisk")
+    tracked: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "DeadlinesTracked"), {}
+    )
     return Seen(
         float(risk) if risk is not None else None,
         _limit(client, names.ON_DEMAND),
         _limit(client, names.SPOT),
         _quota(client),
+        untracked=str(tracked.get("message")) if tracked.get("status") == "False" else None,
     )
 
 
@@ -237,6 +315,9 @@ def wait_until(
         else:
             if predicate(seen):
                 return seen, time.monotonic() - start
+            if seen.untracked:
+                # The risk cannot rise: the Workloads do not count toward the deadline.
+                raise ScenarioError(f"{what}: it cannot, the project says {seen}")
         if time.monotonic() - start > timeout:
             raise ScenarioError(f"not within {timeout:.0f} s: {what}; last seen: {seen}")
         time.sleep(poll)
@@ -246,10 +327,12 @@ def wait_until(
 
 
 def run_scenario(
-    client: KubeClient, *, prometheus_url: str | None, step_timeout: float
+    client: KubeClient, *, prometheus_url: str | None, step_timeout: float, submit: Submit
 ) -> Timeline:
     timeline = Timeline()
-    for doc in scenario_documents(prometheus_url=prometheus_url, now=datetime.now(UTC)):
+    documents = scenario_documents(prometheus_url=prometheus_url, now=datetime.now(UTC))
+    ensure_namespaces(client, [*policy_namespaces(documents), WORKLOAD_NAMESPACE])
+    for doc in documents:
         client.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)
 
     seen, took = wait_until(
@@ -261,15 +344,14 @@ def run_scenario(
     timeline.note("baseline: on-demand NodePool limit at the floor", seen, took)
     baseline = seen
 
-    for index in range(WORKLOADS):
-        client.apply(kinds.WORKLOAD, workload(index), field_manager=KUEUE)
+    submit_jobs(client, submit)
     seen, took = wait_until(
         client,
         f"the deadline risk rises above {RAISE_THRESHOLD}",
         lambda s: s.risk is not None and s.risk > RAISE_THRESHOLD,
         timeout=step_timeout,
     )
-    timeline.note(f"{WORKLOADS} workloads submitted: deadline risk above target", seen, took)
+    timeline.note(f"{WORKLOADS} {submit} submitted: deadline risk above target", seen, took)
 
     assert baseline.on_demand_quota is not None
     floor_quota = baseline.on_demand_quota
@@ -282,10 +364,7 @@ def run_scenario(
     timeline.note("mix moved: on-demand limit and quota raised", seen, took)
     raised = seen
 
-    items, _ = client.list(kinds.WORKLOAD, namespace=WORKLOAD_NAMESPACE)
-    for item in items:
-        if item["metadata"]["name"].startswith("e2e-train-"):
-            client.delete(kinds.WORKLOAD, item["metadata"]["name"], WORKLOAD_NAMESPACE)
+    delete_jobs(client, submit)
     seen, took = wait_until(
         client,
         f"the deadline risk falls below {LOWER_THRESHOLD}",
@@ -318,6 +397,8 @@ def local_environment(log_dir: Path) -> Iterator[tuple[Path, str]]:
         client = KubeClient.from_kubeconfig(str(plane.kubeconfig))
         try:
             load_crds(client, read_crd_set(crd_sources()).documents)
+            # The controller's namespace, where the server has namespaces.
+            ensure_namespaces(client, [names.DEFAULT_NAMESPACE])
         finally:
             client.close()
         (port,) = free_ports(1)
@@ -369,12 +450,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--prometheus-url",
         help="Prometheus as the controller in the cluster reaches it (default: the policy's)",
     )
+    parser.add_argument(
+        "--submit",
+        choices=get_args(Submit),
+        help="what to submit: Jobs, for Kueue to make the Workloads (default with --kubeconfig), "
+        "or Workloads directly (--local: no Kueue runs there)",
+    )
     parser.add_argument("--step-timeout", type=float, default=120.0, help="seconds per step")
     parser.add_argument("--json", type=Path, help="write the timeline here")
     parser.add_argument(
         "--log-dir", type=Path, default=Path("out/e2e"), help="controller log (local run)"
     )
     args = parser.parse_args(argv)
+    submit: Submit = args.submit or ("workloads" if args.local else "jobs")
+    if args.local and submit == "jobs":
+        parser.error("--submit jobs needs Kueue, which --local does not run; use --kubeconfig")
     logs.configure(json=False, level="warning")
 
     with contextlib.ExitStack() as stack:
@@ -387,7 +477,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stack.callback(client.close)
         try:
             timeline = run_scenario(
-                client, prometheus_url=prometheus_url, step_timeout=args.step_timeout
+                client,
+                prometheus_url=prometheus_url,
+                step_timeout=args.step_timeout,
+                submit=submit,
             )
         except ScenarioError as exc:
             print(f"FAILED: {exc}", file=sys.stderr)

@@ -39,6 +39,7 @@ from controller.reconcile.diff import (
     with_last_applied,
 )
 from controller.reconcile.status import (
+    DeadlineTracking,
     PolicyOutcome,
     ProjectOutcome,
     invalid_spec_message,
@@ -52,6 +53,7 @@ from controller.reconcile.status import (
 from controller.reconcile.validation import ClusterValidation, validate_cluster
 from controller.render.desired import Rendered
 from controller.render.kueue import applied_quotas
+from controller.risk.model import project_workloads
 from controller.risk.pools import node_claim_view
 from controller.risk.workloads import workload_view
 
@@ -103,6 +105,8 @@ class ReconcileResult:
     seconds: float = 0.0
     plan: Plan | None = field(default=None, repr=False)
     capacity: CapacityPlan | None = field(default=None, repr=False)
+    queued: Mapping[str, int] = field(default_factory=dict, repr=False)
+    """Per project, the unfinished Workloads in its queues (as the risk model assigns them)."""
     boosts_written: int = 0
 
     @property
@@ -343,7 +347,10 @@ class Reconciler:
         )
 
     # ------------------------------------------------------------------ decide
-    def _decide(self, observed: Observed, policy_set: PolicySet) -> CapacityPlan:
+    def _decide(
+        self, observed: Observed, policy_set: PolicySet
+    ) -> tuple[CapacityPlan, dict[str, int]]:
+        """The pass's plan, and per project the unfinished Workloads in its queues."""
         policy = policy_set.policy
         history = History()
         if self.history is not None:
@@ -364,6 +371,9 @@ class Reconciler:
         )
         workloads = seen.workloads
         plan = plan_capacity(seen)
+        queued = {
+            name: len(items) for name, items in project_workloads(policy_set, workloads).items()
+        }
         if self.metrics is not None:
             tiers = {p.name: p.spec.tier for p in policy_set.projects}
             self.metrics.update(policy_set, plan)
@@ -389,7 +399,7 @@ class Reconciler:
                     message=decision.message,
                     inputs={k: round(v, 4) for k, v in decision.inputs.items()},
                 )
-        return plan
+        return plan, queued
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> ReconcileResult:
@@ -411,7 +421,7 @@ class Reconciler:
             # than leave KindsServed claiming that everything is served.
             result.unserved = unserved_kinds(observed.served)
         else:
-            capacity = self._decide(observed, validation.policy_set)
+            capacity, result.queued = self._decide(observed, validation.policy_set)
             result.capacity = capacity
             rendered = capacity.rendered
             try:
@@ -719,11 +729,27 @@ class Reconciler:
                 passed_deadlines=tuple(d for _, d, _ in past_deadlines(readable, now=now))
                 if readable is not None
                 else None,
+                tracking=_tracking(result, validation.policy_set, name) if not errors else None,
             )
             was_valid = _condition_status(live, "Valid")
+            was_tracked = _condition_status(live, TRACKED)
             status = project_status(live, project_outcome, now=now)
             if self._write_status(kinds.TRAINING_PROJECT, live, status):
                 result.status_writes += 1
+                tracked = _condition(status, TRACKED)
+                if (
+                    tracked is not None
+                    and tracked["status"] == "False"
+                    and was_tracked != "False"
+                    and self.events is not None
+                ):
+                    self.events.emit(
+                        live,
+                        type="Warning",
+                        reason=tracked["reason"],
+                        action="Observe",
+                        note=tracked["message"],
+                    )
                 if errors and was_valid != "False" and self.events is not None:
                     self.events.emit(
                         live,
@@ -736,8 +762,29 @@ class Reconciler:
                     )
 
 
+TRACKED = "DeadlinesTracked"
+
+
+def _tracking(
+    result: ReconcileResult, policy_set: PolicySet | None, project: str
+) -> DeadlineTracking | None:
+    """DeadlinesTracked's inputs from this pass's plan, or None when no risk was estimated."""
+    spec = policy_set.project(project) if policy_set is not None else None
+    if result.capacity is None or spec is None:
+        return None
+    return DeadlineTracking(
+        deadlines=tuple(spec.spec.deadlines),
+        queued=result.queued.get(project, 0),
+        counted={
+            d.deadline: d.workloads for d in result.capacity.deadlines if d.project == project
+        },
+    )
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+
 def _condition_status(live: Mapping[str, Any], type_: str) -> str | None:
-    for c in (live.get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return str(c.get("status"))
-    return None
+    found = _condition(live.get("status") or {}, type_)
+    return None if found is None else str(found.get("status"))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from controller import names
 from controller.api.policy_set import PolicyError
 from controller.api.types import Deadline, PoolMix
 from controller.decide.mix import Action, Decision, PoolState, Reason
@@ -178,6 +179,18 @@ def _kinds_served(unserved: Sequence[str], *, rendered: bool) -> tuple[bool, str
 
 
 @dataclass(frozen=True)
+class DeadlineTracking:
+    """What the DeadlinesTracked condition is computed from, as the risk model counted it."""
+
+    deadlines: tuple[Deadline, ...]
+    queued: int
+    """Unfinished Workloads in the project's queues (pending in its LocalQueues or admitted to
+    its ClusterQueue)."""
+    counted: Mapping[str, int]
+    """Per deadline name, the unfinished Workloads counting toward it."""
+
+
+@dataclass(frozen=True)
 class ProjectOutcome:
     errors: tuple[PolicyError, ...]
     policy_valid: bool
@@ -189,6 +202,8 @@ class ProjectOutcome:
     """Objects labelled with the project exist: an invalid spec keeps them as they are."""
     passed_deadlines: tuple[Deadline, ...] | None = None
     """One-off deadlines already behind now; None when the spec could not be read."""
+    tracking: DeadlineTracking | None = None
+    """Whether its Workloads reach its deadlines; None when no risk was estimated."""
 
 
 def invalid_spec_message(errors: Iterable[PolicyError], *, applied_before: bool) -> str:
@@ -211,6 +226,50 @@ def _deadlines_current(passed: Sequence[Deadline]) -> tuple[bool, str, str]:
         "DeadlinePassed",
         f"one-off deadlines already passed: {listed}; capacity bought now cannot help them, so "
         "they no longer drive decisions: move or remove them",
+    )
+
+
+def _selector_text(deadline: Deadline) -> str:
+    if deadline.match_labels:
+        pairs = ", ".join(f"{k}={v}" for k, v in sorted(deadline.match_labels.items()))
+        return f"{deadline.name} (matchLabels {pairs})"
+    return f"{deadline.name} (label {names.LABEL_DEADLINE}={deadline.name})"
+
+
+def _keys_to_copy(deadlines: Sequence[Deadline]) -> list[str]:
+    """The label keys Kueue must copy for these deadlines, in the order a user would add them."""
+    keys = [names.LABEL_DEADLINE] if any(not d.match_labels for d in deadlines) else []
+    for deadline in deadlines:
+        keys.extend(k for k in sorted(deadline.match_labels) if k not in keys)
+    keys.extend((names.LABEL_EXPECTED_DURATION, names.LABEL_CHECKPOINT_INTERVAL))
+    return keys
+
+
+def deadlines_tracked(tracking: DeadlineTracking) -> tuple[bool, str, str]:
+    """DeadlinesTracked: False when the project's queues hold unfinished Workloads and none of
+    them counts toward any of its deadlines, so every deadline's risk reads 0 while work waits.
+
+    The usual cause is Kueue: a Job's Workload carries only the labels Kueue's configuration
+    tells it to copy. An empty queue is not this problem, and the message names no counts, so
+    a steady cluster computes the same status from pass to pass.
+    """
+    if not tracking.deadlines:
+        return True, "NoDeadlines", ""
+    if tracking.queued == 0:
+        return True, "NoWorkloads", "no unfinished Workload in the project's queues yet"
+    if any(tracking.counted.get(d.name, 0) for d in tracking.deadlines):
+        return True, "Tracked", ""
+    listed = ", ".join(_selector_text(d) for d in tracking.deadlines)
+    keys = _keys_to_copy(tracking.deadlines)
+    return (
+        False,
+        "NoMatchingWorkloads",
+        f"no unfinished Workload in the project's queues counts toward its deadlines: {listed}; "
+        "their risk reads 0. This usually happens when Kueue made the Workloads from Jobs: "
+        "Kueue copies a Job's labels to its Workload only for keys listed in its "
+        "configuration's integrations.labelKeysToCopy, and copies no annotations; add "
+        f"{', '.join(keys)} there, and put them on the Jobs (JobSets, PyTorchJobs, RayJobs) "
+        "as labels",
     )
 
 
@@ -248,6 +307,8 @@ def project_status(
         conditions.append(cond("Ready", True, "Applied", "queues and quotas are in place"))
     if outcome.passed_deadlines is not None:
         conditions.append(cond("DeadlinesCurrent", *_deadlines_current(outcome.passed_deadlines)))
+    if outcome.tracking is not None:
+        conditions.append(cond("DeadlinesTracked", *deadlines_tracked(outcome.tracking)))
     status: dict[str, Any] = {"conditions": conditions}
     if generation is not None:
         status["observedGeneration"] = generation

@@ -3,9 +3,11 @@
 A Workload (kueue.x-k8s.io/v1beta2) says which queue it waits in, its priority, what each pod
 set requests and, through its conditions, when it reserved quota, was admitted, finished or was
 evicted. Our annotations add what Kueue does not know: how long the job is expected to run and
-how often it checkpoints (the work lost to a spot interruption). Parsing is total: a malformed
-field gives a default, never an exception, because one bad Workload must not stop the risk
-estimate for everyone else.
+how often it checkpoints (the work lost to a spot interruption). Both are read from our
+annotations or, failing a valid one, from labels of the same keys: Kueue makes the Workload of a
+Job (JobSet, PyTorchJob, RayJob) and copies none of its annotations, only the labels its
+`integrations.labelKeysToCopy` lists. Parsing is total: a malformed field gives a default,
+never an exception, because one bad Workload must not stop the risk estimate for everyone else.
 """
 
 from __future__ import annotations
@@ -94,6 +96,14 @@ def _seconds(value: Any) -> float | None:
     return seconds if seconds > 0 else None
 
 
+def _declared_seconds(
+    annotations: Mapping[str, Any], labels: Mapping[str, str], *, annotation: str, label: str
+) -> float | None:
+    """The annotation's seconds when valid, else the label's: a malformed one is ignored."""
+    from_annotation = _seconds(annotations.get(annotation))
+    return from_annotation if from_annotation is not None else _seconds(labels.get(label))
+
+
 def pod_set_gpus(pod_set: Any, gpu_resources: frozenset[str]) -> int:
     pod_set = _map(pod_set)
     spec = _map(_map(pod_set.get("template")).get("spec"))
@@ -149,8 +159,18 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
         evictions=int(_number(requeue.get("count"), default=1.0 if evicted else 0.0)),
         cluster_queue=str(cluster_queue) if when("Admitted") and cluster_queue else None,
         flavors=flavors,
-        expected_duration=_seconds(annotations.get(names.ANNOTATION_EXPECTED_DURATION)),
-        checkpoint_interval=_seconds(annotations.get(names.ANNOTATION_CHECKPOINT_INTERVAL)),
+        expected_duration=_declared_seconds(
+            annotations,
+            labels,
+            annotation=names.ANNOTATION_EXPECTED_DURATION,
+            label=names.LABEL_EXPECTED_DURATION,
+        ),
+        checkpoint_interval=_declared_seconds(
+            annotations,
+            labels,
+            annotation=names.ANNOTATION_CHECKPOINT_INTERVAL,
+            label=names.LABEL_CHECKPOINT_INTERVAL,
+        ),
         deadline=labels.get(names.LABEL_DEADLINE),
         labels=labels,
         past_execution_seconds=max(_number(status.get("accumulatedPastExecutionTimeSeconds")), 0),

@@ -4,16 +4,27 @@ The control plane (etcd + the CRD API server kube-apiserver embeds, see controll
 loads our CRDs, the pinned upstream CRDs of Kueue, KEDA, Karpenter and the Prometheus Operator,
 and stand-in CRDs for the three built-in kinds the controller writes (Lease, Event,
 PriorityClass; see controller/testenv/standins). The API server therefore enforces the real
-upstream schemas and CEL rules. apps/v1 Deployments cannot be served by it: tests that touch
-warm-pool Deployments check that the controller reports the kind as not served.
+upstream schemas and CEL rules. With `KUBEBUILDER_ASSETS` pointing at a real kube-apiserver
+and etcd, the same tests run against that instead, which serves the built-in kinds itself.
 
-Tests share the server; each gets a clean slate: every object of ours and every object the
-controller manages is deleted after it.
+The tests hold on both servers:
+- what the server serves is read from discovery (the `server` fixture), never assumed: the CRD
+  server has no core `v1` or `apps/v1`, answers an unknown bearer token with 403, and serves
+  none of the built-in kinds but through the stand-ins; a kube-apiserver serves them all and
+  answers an unknown token with 401;
+- the namespaces a test writes into are created first (`ensure_namespaces`; the `kube`
+  fixture creates the controller's, and `test_reconcile.apply_doc` a project's), a no-op on
+  the CRD server;
+- the clean slate after each test deletes what tests and the controllers they ran wrote, and
+  leaves alone what a kube-apiserver makes for itself (`system-` PriorityClasses, which it
+  refuses to delete, and everything in the `kube-*` namespaces).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +32,9 @@ import pytest
 
 from controller import names
 from controller.kube import kinds
-from controller.kube.client import KubeClient, RetryPolicy
+from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.kube.crds import install_crds, read_crds
+from controller.testenv import namespaces
 from controller.testenv.controlplane import ControlPlane
 from tests.upstream import upstream_crds_dir
 
@@ -72,15 +84,48 @@ def new_client(plane: ControlPlane, *, max_delay_seconds: float = 30.0) -> KubeC
     )
 
 
-def delete_everything(client: KubeClient) -> None:
-    """Remove what tests and controllers created, whatever state a failed test left."""
+SERVER_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+"""Where a kube-apiserver keeps what it makes for itself (its identity Leases)."""
+
+
+def made_by_the_server(obj: dict[str, Any]) -> bool:
+    """What a kube-apiserver creates on its own, which no test wrote: the `system-`
+    PriorityClasses (it refuses to delete them: 403) and the objects in its `kube-*`
+    namespaces. The CRD-only server makes none of these."""
+    meta = obj["metadata"]
+    return str(meta["name"]).startswith("system-") or meta.get("namespace") in SERVER_NAMESPACES
+
+
+def written_objects(
+    client: KubeClient, of_kinds: Iterable[kinds.Kind] = CLEANED_KINDS
+) -> list[tuple[kinds.Kind, dict[str, Any]]]:
+    """Every served object of these kinds that a test, or a controller a test ran, wrote.
+
+    The server is the session's own and starts empty, so that is everything but what the
+    server made itself (`made_by_the_server`).
+    """
     served = client.served_group_versions()
-    for kind in CLEANED_KINDS:
+    found: list[tuple[kinds.Kind, dict[str, Any]]] = []
+    for kind in of_kinds:
         if kind.group_version not in served:
             continue
         items, _ = client.list(kind)
-        for item in items:
-            meta = item["metadata"]
+        found.extend((kind, item) for item in items if not made_by_the_server(item))
+    return found
+
+
+def delete_everything(client: KubeClient) -> list[str]:
+    """Remove what tests and controllers created, whatever state a failed test left.
+
+    A deletion the server refuses (403) or that conflicts (409) is reported on stderr and
+    returned, not raised: the clean-up of one object must not hide the test's own result or
+    leave every later object in place. Namespaces stay (see controller/testenv/namespaces.py).
+    """
+    refused: list[str] = []
+    for kind, item in written_objects(client):
+        meta = item["metadata"]
+        where = "/".join(p for p in (kind.kind, meta.get("namespace"), meta["name"]) if p)
+        try:
             if meta.get("finalizers"):
                 client.apply(
                     kind,
@@ -96,13 +141,100 @@ def delete_everything(client: KubeClient) -> None:
                     field_manager="test-cleanup",
                 )
             client.delete(kind, meta["name"], meta.get("namespace"))
+        except KubeError as exc:
+            if exc.status not in (403, 409):
+                raise
+            refused.append(f"{where}: {exc.status} {str(exc)[:200]}")
+    for line in refused:
+        print(f"clean-up: not deleted: {line}", file=sys.stderr)
+    return refused
+
+
+def ensure_namespaces(client: KubeClient, *names_: str) -> None:
+    """Create these namespaces where the server serves core `v1` (a real kube-apiserver, which
+    refuses writes into a namespace that does not exist); a no-op on the CRD-only server, which
+    has no Namespace kind and takes any namespace in a path."""
+    namespaces.ensure_namespaces(client, names_)
+
+
+@dataclass(frozen=True)
+class Server:
+    """What the session's API server serves, from its discovery documents: tests derive their
+    expectations from this rather than from which server they think it is."""
+
+    group_versions: frozenset[str]
+
+    def serves(self, group_version: str) -> bool:
+        return group_version in self.group_versions
+
+    def serves_group(self, group: str) -> bool:
+        """Any version of an API group; "" is the core group."""
+        if not group:
+            return self.serves("v1")
+        return any(gv.startswith(f"{group}/") for gv in self.group_versions)
+
+    @property
+    def core_v1(self) -> bool:
+        """Core `v1` (Namespaces, Services, ...): a kube-apiserver; not the CRD-only server."""
+        return self.serves("v1")
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether the server runs Kubernetes' own authenticators, which refuse an unknown
+        bearer token with 401: a kube-apiserver, which also serves TokenReview. The CRD-only
+        server treats the request as anonymous and forbids it: 403."""
+        return self.serves("authentication.k8s.io/v1")
+
+    @property
+    def unknown_token_status(self) -> int:
+        return 401 if self.authenticates else 403
+
+    def unserved(self, objects: Iterable[dict[str, Any]]) -> list[str]:
+        """The kinds among `objects` this server does not serve, as "apps/v1 Deployment",
+        sorted (how the controller names them in KindsServed and `plan`)."""
+        return sorted(
+            {f"{o['apiVersion']} {o['kind']}" for o in objects if not self.serves(o["apiVersion"])}
+        )
+
+    def served_count(self, objects: Iterable[dict[str, Any]]) -> int:
+        return sum(1 for o in objects if self.serves(o["apiVersion"]))
+
+
+def discovered_kinds(client: KubeClient) -> dict[tuple[str, str], kinds.Kind]:
+    """(apiVersion, kind) -> REST coordinates of every resource the server lists in discovery
+    (subresources left out): what it can take, read from the server rather than assumed."""
+    found: dict[tuple[str, str], kinds.Kind] = {}
+    for group_version in sorted(client.served_group_versions()):
+        group, _, version = group_version.rpartition("/")
+        path = f"/apis/{group_version}" if group else f"/api/{version}"
+        for resource in client.request("GET", path).get("resources") or []:
+            if "/" in resource["name"]:
+                continue
+            found[(group_version, resource["kind"])] = kinds.Kind(
+                group, version, resource["kind"], resource["name"], bool(resource["namespaced"])
+            )
+    return found
+
+
+@pytest.fixture(scope="session")
+def server(control_plane: ControlPlane) -> Server:
+    client = new_client(control_plane)
+    try:
+        return Server(frozenset(client.served_group_versions()))
+    finally:
+        client.close()
 
 
 @pytest.fixture
 def kube(control_plane: ControlPlane) -> Iterator[KubeClient]:
-    """A client for the shared server, and a clean server after the test."""
+    """A client for the shared server, and a clean server after the test.
+
+    The controller's own namespace exists, as the install makes it: the controller writes its
+    Lease, Events and warm pools there.
+    """
     client = new_client(control_plane)
     try:
+        ensure_namespaces(client, names.DEFAULT_NAMESPACE)
         yield client
     finally:
         if not control_plane.apiserver_running:

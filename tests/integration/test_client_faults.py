@@ -22,7 +22,7 @@ from controller.kube.client import KubeClient, KubeError, RetryPolicy, WatchEven
 from controller.kube.kinds import LEASE
 from controller.testenv.controlplane import ControlPlane
 from tests.faultproxy import FaultProxy, client_for, kubeconfig_for, status_body
-from tests.integration.conftest import CLEANED_KINDS
+from tests.integration.conftest import CLEANED_KINDS, ensure_namespaces
 
 NAMESPACE = "client-faults"
 FIELD_MANAGER = "test-client-faults"
@@ -44,6 +44,14 @@ def method_is(method: str) -> Callable[[str, str], bool]:
 
 class Connect(Protocol):
     def __call__(self, *, max_delay_seconds: float = 30.0) -> KubeClient: ...
+
+
+@pytest.fixture(autouse=True)
+def namespace(kube: KubeClient) -> str:
+    """The Leases' namespace, created where the server has namespaces (before any proxy
+    records a request)."""
+    ensure_namespaces(kube, NAMESPACE)
+    return NAMESPACE
 
 
 @pytest.fixture

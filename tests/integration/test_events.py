@@ -23,7 +23,7 @@ from controller.kube.leader import parse_microtime
 from controller.testenv.controlplane import ControlPlane
 from tests.builders import policy_doc
 from tests.clock import Clock
-from tests.integration.conftest import new_client
+from tests.integration.conftest import ensure_namespaces, new_client
 
 INSTANCE = "quartermaster-7d9f-abcde"
 MICROTIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -44,7 +44,9 @@ def recorder_client(control_plane: ControlPlane, kube: KubeClient) -> Iterator[K
 
 @pytest.fixture
 def subject(kube: KubeClient) -> dict[str, Any]:
-    """A live namespaced object to write Events about (a Lease: any kind will do)."""
+    """A live namespaced object to write Events about (a Lease: any kind will do), in a
+    namespace created first where the server has namespaces."""
+    ensure_namespaces(kube, "team-a")
     return kube.create(
         kinds.LEASE,
         {

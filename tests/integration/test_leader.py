@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
+from controller import names
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.kube.leader import LeaderElector, LeaseRecord
 from controller.testenv.controlplane import ControlPlane
 from tests.integration.conftest import new_client
 
-NAMESPACE = "quartermaster-system"
+NAMESPACE = names.DEFAULT_NAMESPACE
+"""The controller's namespace, which the `kube` fixture creates where the server has them."""
 LEASE_NAME = "quartermaster-leader"
 LEASE_DURATION = 3.0
 RENEW_DEADLINE = 2.0

@@ -1,16 +1,19 @@
 """The kustomize output of every install, sent to the real API server with server-side dry-run.
 
-The test API server serves CRDs (apiextensions.k8s.io) and every CRD group, with the upstream
-Prometheus Operator CRDs loaded: our CRDs, the ServiceMonitor and the PrometheusRule are checked
-by the server itself, its structural schemas and CEL rules included. Core, apps, policy, rbac and
-networking kinds cannot be served by it (see ../shared/controlplane/README.md); those are checked
-against Kubernetes' own strict schemas in tests/unit/test_manifests.py. This test asserts which
-kinds went where, so no kind the server could check is left to the offline check silently.
+Which kinds the server checks is read from its discovery, not assumed. The CRD-only test server
+serves CRDs (apiextensions.k8s.io) and every CRD group; with the upstream Prometheus Operator
+CRDs loaded, our CRDs, the ServiceMonitor and the PrometheusRule are checked by the server
+itself, its structural schemas and CEL rules included. Core, apps, policy, rbac and networking
+kinds cannot be served by it (see ../shared/controlplane/README.md); those are checked against
+Kubernetes' own strict schemas in tests/unit/test_manifests.py. A kube-apiserver serves them
+all, and checks every object. This test asserts which kinds went where, so no kind the server
+could check is left to the offline check silently.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +21,15 @@ import pytest
 
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.kinds import Kind
+from controller.testenv.controlplane import ControlPlane
 from controller.testenv.kustomize import build
+from tests.integration.conftest import discovered_kinds, new_client
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDS = ("base", "overlays/dev", "overlays/production")
 SERVER_CHECKED = {"CustomResourceDefinition", "ServiceMonitor", "PrometheusRule"}
-OFFLINE_CHECKED = {
+"""Served by every test server: apiextensions and the Prometheus Operator's CRDs."""
+BUILT_IN = {
     "Namespace",
     "ServiceAccount",
     "Service",
@@ -35,50 +41,66 @@ OFFLINE_CHECKED = {
     "ClusterRoleBinding",
     "NetworkPolicy",
 }
-PLURALS = {
-    "CustomResourceDefinition": ("customresourcedefinitions", False),
-    "ServiceMonitor": ("servicemonitors", True),
-    "PrometheusRule": ("prometheusrules", True),
-}
+"""Served by a kube-apiserver, by the CRD-only server not at all: left to the offline check
+there."""
 Doc = dict[str, Any]
+Kinds = dict[tuple[str, str], Kind]
 
 
-def kind_of(obj: Doc) -> Kind:
-    group, _, version = obj["apiVersion"].rpartition("/")
-    plural, namespaced = PLURALS[obj["kind"]]
-    return Kind(group, version, obj["kind"], plural, namespaced)
+@pytest.fixture(scope="module")
+def served_kinds(control_plane: ControlPlane) -> Iterator[Kinds]:
+    client = new_client(control_plane)
+    try:
+        yield discovered_kinds(client)
+    finally:
+        client.close()
 
 
-def dry_run(kube: KubeClient, obj: Doc) -> Doc:
-    return kube.apply(kind_of(obj), obj, field_manager="install-dry-run", dry_run=True)
+def kind_of(served: Kinds, obj: Doc) -> Kind:
+    return served[(obj["apiVersion"], obj["kind"])]
+
+
+def dry_run(kube: KubeClient, served: Kinds, obj: Doc) -> Doc:
+    return kube.apply(kind_of(served, obj), obj, field_manager="install-dry-run", dry_run=True)
+
+
+def stored_version(kube: KubeClient, served: Kinds, obj: Doc) -> str | None:
+    meta = obj["metadata"]
+    live = kube.get(kind_of(served, obj), meta["name"], meta.get("namespace"))
+    return None if live is None else str(live["metadata"]["resourceVersion"])
 
 
 @pytest.mark.parametrize("overlay", BUILDS)
-def test_the_server_accepts_every_object_it_can_serve_and_stores_none(
-    kube: KubeClient, overlay: str
+def test_the_server_accepts_every_object_it_can_serve_and_changes_none(
+    kube: KubeClient, served_kinds: Kinds, overlay: str
 ) -> None:
     objects = build(REPO / "manifests" / overlay)
-    served = kube.served_group_versions()
-    by_server = [o for o in objects if o["apiVersion"] in served]
-    offline = [o for o in objects if o["apiVersion"] not in served]
+    by_server = [o for o in objects if (o["apiVersion"], o["kind"]) in served_kinds]
+    offline = [o for o in objects if (o["apiVersion"], o["kind"]) not in served_kinds]
 
-    assert {o["kind"] for o in by_server} == SERVER_CHECKED
-    assert {o["kind"] for o in offline} <= OFFLINE_CHECKED
+    assert {o["kind"] for o in by_server} >= SERVER_CHECKED
+    assert {o["kind"] for o in offline} <= BUILT_IN
+    if ("v1", "Namespace") in served_kinds:  # a kube-apiserver: it checks every object
+        assert offline == []
+    else:  # the CRD-only server: exactly the CRD-served kinds
+        assert {o["kind"] for o in by_server} == SERVER_CHECKED
+    # Ours are installed by the fixture, and the controller's namespace by `kube`: those
+    # exist, and must be left as they are; the rest must not be created.
+    before = [stored_version(kube, served_kinds, o) for o in by_server]
     for obj in by_server:
-        answer = dry_run(kube, obj)
+        answer = dry_run(kube, served_kinds, obj)
         assert answer["kind"] == obj["kind"]
         assert answer["metadata"]["name"] == obj["metadata"]["name"]
-    for obj in by_server:
-        if obj["kind"] != "CustomResourceDefinition":  # ours are installed by the fixture
-            meta = obj["metadata"]
-            assert kube.get(kind_of(obj), meta["name"], meta.get("namespace")) is None
+    assert [stored_version(kube, served_kinds, o) for o in by_server] == before
 
 
-def test_the_server_keeps_the_alerts_exactly_as_written(kube: KubeClient) -> None:
+def test_the_server_keeps_the_alerts_exactly_as_written(
+    kube: KubeClient, served_kinds: Kinds
+) -> None:
     """Pruning or defaulting by the upstream schema would change what Prometheus loads."""
     rule = next(o for o in build(REPO / "manifests/base") if o["kind"] == "PrometheusRule")
 
-    answer = dry_run(kube, rule)
+    answer = dry_run(kube, served_kinds, rule)
 
     assert answer["spec"] == rule["spec"]
 
@@ -107,13 +129,13 @@ def test_the_server_keeps_the_alerts_exactly_as_written(kube: KubeClient) -> Non
     ],
 )
 def test_the_dry_run_really_validates(
-    kube: KubeClient, kind: str, break_it: Any, path: str
+    kube: KubeClient, served_kinds: Kinds, kind: str, break_it: Any, path: str
 ) -> None:
     obj = copy.deepcopy(next(o for o in build(REPO / "manifests/base") if o["kind"] == kind))
     break_it(obj)
 
     with pytest.raises(KubeError) as caught:
-        dry_run(kube, obj)
+        dry_run(kube, served_kinds, obj)
 
     assert caught.value.status == 422
     assert path in str(caught.value)

@@ -7,11 +7,11 @@ second, read back through prometheus-api-client, as the controller itself and KE
 Prometheus scaler ask. The example policy's `spec.prometheus.url` points at that Prometheus, so
 the controller reads its history there and the KEDA ScaledObjects it writes query it.
 
-Stand-ins: Lease and Event are custom resources on this server (controller/testenv/standins);
-apps/v1 is not served, so the warm-pool Deployments are left out (their ScaledObjects are
-not); no Kueue or Karpenter controller runs, so the Workloads stay pending. Prometheus scrapes
-the one controller twice, under two jobs, standing for two replicas exporting the same series:
-a KEDA query must still give exactly one sample.
+Stand-ins: Lease and Event are custom resources on the CRD-only server
+(controller/testenv/standins); apps/v1 is not served there, so the warm-pool Deployments are
+left out (their ScaledObjects are not); no Kueue or Karpenter controller runs, so the
+Workloads stay pending. Prometheus scrapes the one controller twice, under two jobs, standing
+for two replicas exporting the same series: a KEDA query must still give exactly one sample.
 
 The controller runs on the wall clock, so the policy has no evaluation window and no cooldown,
 and llm-pretrain's deadline is a one-off 60 hours from the start: 8 pending Workloads of
@@ -47,7 +47,7 @@ from controller.render.karpenter import whole_nodes
 from controller.render.keda import warm_pool_query
 from controller.testenv.controlplane import ControlPlane, free_ports
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
-from tests.integration.conftest import delete_everything, new_client
+from tests.integration.conftest import delete_everything, ensure_namespaces, new_client
 from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_reconcile import apply_doc, example_documents
 
@@ -210,6 +210,7 @@ def running(
     address = f"127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("controller") / "controller.log"
     kube = new_client(control_plane)
+    ensure_namespaces(kube, NAMESPACE)  # the controller's, where the server has namespaces
     targets = [ScrapeTarget(address, job=JOB), ScrapeTarget(address, job=REPLICA_JOB)]
     process: subprocess.Popen[bytes] | None = None
     try:

@@ -22,9 +22,14 @@ from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
 from controller.reconcile.diff import is_subset, ref, show_ref
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
+from controller.reconcile.stored import stored_form
 from controller.render.desired import render
+from controller.testenv.namespaces import policy_namespaces
+from tests.integration.conftest import Server, ensure_namespaces
 
 GITOPS = "gitops"
+FIXED_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+"""The deadline test's clock: recsys-prod's deadlines are behind and ahead of it on any date."""
 
 
 def example_documents() -> list[dict[str, Any]]:
@@ -35,6 +40,9 @@ def example_documents() -> list[dict[str, Any]]:
 
 
 def apply_doc(kube: KubeClient, doc: dict[str, Any]) -> None:
+    """Apply as GitOps would, a project's namespaces first (a repository holds them beside the
+    project); on the CRD-only server, which has no namespaces, only the document."""
+    ensure_namespaces(kube, *policy_namespaces([doc]))
     kube.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)
 
 
@@ -90,7 +98,9 @@ class TestFirstSync:
         }
         assert sorted(live) == sorted(expected)
         for key, obj in expected.items():
-            assert is_subset(obj, live[key]), key
+            # In the stored form: a kube-apiserver re-encodes built-in kinds (PriorityClass,
+            # Deployment); the CRD-only server stores them as sent.
+            assert is_subset(stored_form(obj), stored_form(live[key])), key
 
     def test_a_second_pass_writes_nothing(self, kube: KubeClient, synced: Reconciler) -> None:
         result, writes = writes_of(kube, synced)
@@ -98,7 +108,7 @@ class TestFirstSync:
         assert (result.created, result.updated, result.pruned, result.status_writes) == (0, 0, 0, 0)
 
     def test_status_says_ready_and_shows_the_split(
-        self, kube: KubeClient, synced: Reconciler
+        self, kube: KubeClient, server: Server, synced: Reconciler
     ) -> None:
         live = kube.get(kinds.TRAINING_PROJECT, "llm-pretrain")
         assert live is not None
@@ -109,16 +119,19 @@ class TestFirstSync:
         policy = kube.get(kinds.CAPACITY_POLICY, "gpu-fleet")
         assert policy is not None
         assert policy["status"]["projects"] == 7
-        served = condition(policy, "KindsServed")
-        assert (served["status"], served["reason"]) == ("False", "NotServed")
-        assert "apps/v1 Deployment" in served["message"]
+        assert kinds_served(policy) == expected_kinds_served(server, rendered=True)
 
-    def test_a_reconciled_event_is_recorded(self, kube: KubeClient, synced: Reconciler) -> None:
+    def test_a_reconciled_event_is_recorded(
+        self, kube: KubeClient, server: Server, synced: Reconciler
+    ) -> None:
         events, _ = kube.list(kinds.EVENT)
         reconciled = [e for e in events if e.get("reason") == "Reconciled"]
         assert reconciled, [e.get("reason") for e in events]
         assert reconciled[0]["regarding"]["name"] == "gpu-fleet"
-        assert "created 33" in reconciled[0]["note"]
+        # Every rendered object of a kind the server serves: 33 of 35 on the CRD-only server
+        # (no apps/v1 Deployments), all 35 on a kube-apiserver.
+        created = server.served_count(render(load_path(EXAMPLE_DIR)).objects)
+        assert f"created {created}," in reconciled[0]["note"]
 
 
 class TestChanges:
@@ -205,6 +218,37 @@ class TestChanges:
         result, _ = writes_of(kube, synced)
         assert result.pruned == 2
         assert kube.get(kinds.CLUSTER_QUEUE, "interns") is None
+
+
+def kinds_served(policy: dict[str, Any]) -> tuple[str, str, str]:
+    served = condition(policy, "KindsServed")
+    return served["status"], served["reason"], served["message"]
+
+
+def expected_kinds_served(server: Server, *, rendered: bool) -> tuple[str, str, str]:
+    """KindsServed as this server should make the controller report it, from discovery: the
+    example's rendered kinds it lacks, or, while nothing is rendered, every kind the controller
+    writes that it lacks. On the CRD-only server both are apps/v1 Deployment; on a
+    kube-apiserver with the upstream CRDs, none."""
+    if rendered:
+        lacking = server.unserved(render(load_path(EXAMPLE_DIR)).objects)
+    else:
+        lacking = sorted(
+            f"{k.api_version} {k.kind}"
+            for k in kinds.MANAGED_KINDS
+            if not server.serves(k.group_version)
+        )
+    if not lacking:
+        return "True", "AllServed", ""
+    listed = ", ".join(lacking)
+    if rendered:
+        return "False", "NotServed", f"not served by this cluster, not applied: {listed}"
+    return (
+        "False",
+        "NotServed",
+        f"not served by this cluster: {listed} (the policy is invalid, so nothing is rendered; "
+        "these are the kinds the controller writes that the cluster lacks)",
+    )
 
 
 def workload(namespace: str, name: str, queue: str) -> dict[str, Any]:
@@ -299,7 +343,7 @@ class TestBadInput:
         assert other is not None and condition(other, "Ready")["status"] == "True"
 
     def test_an_over_subscribed_pool_stops_all_changes(
-        self, kube: KubeClient, synced: Reconciler
+        self, kube: KubeClient, server: Server, synced: Reconciler
     ) -> None:
         doc = project("sandbox")
         doc["spec"]["quotas"] = [{"pool": "h100", "nominalGpus": 100}]
@@ -312,16 +356,15 @@ class TestBadInput:
         assert policy is not None
         assert condition(policy, "Valid")["status"] == "False"
         assert "exceed maxGpus" in condition(policy, "Valid")["message"]
-        # The server still does not serve Deployments: an invalid policy must not claim it does.
-        served = condition(policy, "KindsServed")
-        assert (served["status"], served["reason"]) == ("False", "NotServed")
-        assert "apps/v1 Deployment" in served["message"]
+        # An invalid policy must not claim that the kinds the server lacks are served (on
+        # the CRD-only server, Deployments).
+        assert kinds_served(policy) == expected_kinds_served(server, rendered=False)
 
     def test_a_policy_invalid_from_the_first_pass_reports_the_kinds_not_served(
-        self, kube: KubeClient
+        self, kube: KubeClient, server: Server
     ) -> None:
-        """Assumes the CRD-only test server: apps/v1 (Deployments) is not served."""
-        assert "apps/v1" not in kube.served_group_versions()
+        """What it reports is what discovery lacks: apps/v1 Deployment on the CRD-only server,
+        nothing on a kube-apiserver (AllServed)."""
         for doc in example_documents():
             if doc["kind"] == "TrainingProject" and doc["metadata"]["name"] == "sandbox":
                 doc["spec"]["quotas"] = [{"pool": "h100", "nominalGpus": 100}]
@@ -331,9 +374,7 @@ class TestBadInput:
         policy = kube.get(kinds.CAPACITY_POLICY, "gpu-fleet")
         assert policy is not None
         assert condition(policy, "Valid")["status"] == "False"
-        served = condition(policy, "KindsServed")
-        assert (served["status"], served["reason"]) == ("False", "NotServed")
-        assert served["message"].startswith("not served by this cluster: apps/v1 Deployment (")
+        assert kinds_served(policy) == expected_kinds_served(server, rendered=False)
 
     def test_a_new_invalid_project_says_nothing_was_applied_for_it(
         self, kube: KubeClient, synced: Reconciler
@@ -395,6 +436,59 @@ class TestDeadlines:
         again = kube.get(kinds.TRAINING_PROJECT, "recsys-prod")
         assert again is not None
         assert condition(again, "DeadlinesCurrent") == current
+
+    def test_workloads_without_the_deadline_label_turn_deadlines_tracked_false(
+        self, kube: KubeClient, synced: Reconciler
+    ) -> None:
+        """Workloads in llm-pretrain's queue without quartermaster.dev/deadline, as Kueue makes
+        them from Jobs while its labelKeysToCopy lacks the key: the deadline's risk would read
+        0, and the condition and a Warning Event say why. No Kueue runs here: the test writes
+        the Workloads as Kueue would."""
+
+        def tracked() -> dict[str, Any]:
+            live = kube.get(kinds.TRAINING_PROJECT, "llm-pretrain")
+            assert live is not None
+            return condition(live, "DeadlinesTracked")
+
+        def warnings() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in kube.list(kinds.EVENT)[0]
+                if e.get("reason") == "NoMatchingWorkloads"
+                and e["regarding"]["name"] == "llm-pretrain"
+            ]
+
+        assert (tracked()["status"], tracked()["reason"]) == ("True", "NoWorkloads")
+        for index in range(2):
+            kube.apply(
+                kinds.WORKLOAD,
+                workload("llm", f"job-train-{index}", "llm-pretrain"),
+                field_manager="kueue",
+            )
+        synced.reconcile()
+        untracked = tracked()
+        assert (untracked["status"], untracked["reason"]) == ("False", "NoMatchingWorkloads")
+        assert untracked["message"].startswith(
+            "no unfinished Workload in the project's queues counts toward its deadlines: "
+            "weekly-checkpoint (label quartermaster.dev/deadline=weekly-checkpoint); "
+        )
+        assert "integrations.labelKeysToCopy" in untracked["message"]
+        [event] = warnings()
+        assert (event["type"], event["note"]) == ("Warning", untracked["message"])
+        other = kube.get(kinds.TRAINING_PROJECT, "vision-research")
+        assert other is not None
+        assert condition(other, "DeadlinesTracked")["reason"] == "NoWorkloads"
+
+        synced.reconcile()
+        assert tracked() == untracked, "a steady pass rewrites nothing"
+        assert len(warnings()) == 1 and "series" not in warnings()[0], "one Event per turn"
+
+        # The label reaches one Workload (Kueue configured to copy it): tracked again.
+        labelled = workload("llm", "job-train-0", "llm-pretrain")
+        labelled["metadata"]["labels"] = {names.LABEL_DEADLINE: "weekly-checkpoint"}
+        kube.apply(kinds.WORKLOAD, labelled, field_manager="kueue")
+        synced.reconcile()
+        assert (tracked()["status"], tracked()["reason"]) == ("True", "Tracked")
 
 
 class TestOwnership:

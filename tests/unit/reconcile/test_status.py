@@ -32,6 +32,7 @@ from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.kube import kinds
 from controller.reconcile.reconciler import projects_with_objects, unserved_kinds
 from controller.reconcile.status import (
+    DeadlineTracking,
     PolicyOutcome,
     ProjectOutcome,
     invalid_spec_message,
@@ -44,6 +45,7 @@ from controller.reconcile.status import (
 from controller.reconcile.status import project_status as make_project_status
 from controller.render.capacity import PoolTarget
 from controller.render.desired import render
+from controller.risk.workloads import WorkloadView
 from controller.timestamps import format_duration
 from tests.builders import policy_doc, pool_doc, project_doc
 
@@ -689,6 +691,159 @@ def test_a_passed_deadline_writes_status_once_not_every_pass() -> None:
     first = make_project_status(live, outcome, now=NOW_DT)
     later = make_project_status({**live, "status": first}, outcome, now=NOW_DT + timedelta(hours=5))
     assert not status_changed({"status": first}, later)
+
+
+# ------------------------------------------------------------------ do the Workloads reach them
+
+NEURIPS = Deadline(name="neurips", at=NOW_DT + timedelta(days=100))
+"""A one-off deadline ahead of the fixed clock (its date is in no message)."""
+WEEKLY = Deadline(
+    name="weekly", schedule="0 9 * * 1", match_labels={"team": "vision", "stage": "eval"}
+)
+JOB_LABELS_HINT = (
+    "; their risk reads 0. This usually happens when Kueue made the Workloads from Jobs: Kueue "
+    "copies a Job's labels to its Workload only for keys listed in its configuration's "
+    "integrations.labelKeysToCopy, and copies no annotations; add {keys} there, and put them "
+    "on the Jobs (JobSets, PyTorchJobs, RayJobs) as labels"
+)
+DURATION_KEYS = (
+    "quartermaster.dev/expected-duration-seconds, quartermaster.dev/checkpoint-interval-seconds"
+)
+
+
+@pytest.mark.parametrize(
+    ("tracking", "want"),
+    [
+        pytest.param(None, None, id="no risk estimated (spec or policy invalid): no condition"),
+        pytest.param(
+            DeadlineTracking(deadlines=(), queued=5, counted={}),
+            ("True", "NoDeadlines", ""),
+            id="a project without deadlines has nothing to track",
+        ),
+        pytest.param(
+            DeadlineTracking(deadlines=(NEURIPS,), queued=0, counted={"neurips": 0}),
+            ("True", "NoWorkloads", "no unfinished Workload in the project's queues yet"),
+            id="no Workloads at all is not this problem",
+        ),
+        pytest.param(
+            DeadlineTracking(deadlines=(NEURIPS,), queued=3, counted={"neurips": 1}),
+            ("True", "Tracked", ""),
+            id="one Workload of three counts: tracked",
+        ),
+        pytest.param(
+            DeadlineTracking(
+                deadlines=(NEURIPS, WEEKLY), queued=3, counted={"neurips": 0, "weekly": 2}
+            ),
+            ("True", "Tracked", ""),
+            id="one deadline of two has Workloads: tracked",
+        ),
+        pytest.param(
+            DeadlineTracking(deadlines=(NEURIPS,), queued=3, counted={"neurips": 0}),
+            (
+                "False",
+                "NoMatchingWorkloads",
+                "no unfinished Workload in the project's queues counts toward its deadlines: "
+                "neurips (label quartermaster.dev/deadline=neurips)"
+                + JOB_LABELS_HINT.format(keys=f"quartermaster.dev/deadline, {DURATION_KEYS}"),
+            ),
+            id="Workloads queued, none labelled for the deadline: the label keys to copy",
+        ),
+        pytest.param(
+            DeadlineTracking(deadlines=(WEEKLY,), queued=1, counted={}),
+            (
+                "False",
+                "NoMatchingWorkloads",
+                "no unfinished Workload in the project's queues counts toward its deadlines: "
+                "weekly (matchLabels stage=eval, team=vision)"
+                + JOB_LABELS_HINT.format(keys=f"stage, team, {DURATION_KEYS}"),
+            ),
+            id="a matchLabels deadline names its own keys, not the deadline label",
+        ),
+        pytest.param(
+            DeadlineTracking(
+                deadlines=(NEURIPS, WEEKLY), queued=4, counted={"neurips": 0, "weekly": 0}
+            ),
+            (
+                "False",
+                "NoMatchingWorkloads",
+                "no unfinished Workload in the project's queues counts toward its deadlines: "
+                "neurips (label quartermaster.dev/deadline=neurips), weekly (matchLabels "
+                "stage=eval, team=vision)"
+                + JOB_LABELS_HINT.format(
+                    keys=f"quartermaster.dev/deadline, stage, team, {DURATION_KEYS}"
+                ),
+            ),
+            id="two deadlines, neither reached: every key each needs, once",
+        ),
+    ],
+)
+def test_deadlines_tracked(
+    tracking: DeadlineTracking | None, want: tuple[str, str, str] | None
+) -> None:
+    got = new_project(tracking=tracking).get("DeadlinesTracked")
+    assert (None if got is None else (got["status"], got["reason"], got["message"])) == want
+
+
+def test_an_untracked_deadline_writes_status_once_not_every_pass() -> None:
+    """The message names no counts, so more unlabelled Workloads arriving write nothing."""
+    live: Doc = {"metadata": {"name": "vision", "generation": 1}}
+
+    def outcome(queued: int) -> ProjectOutcome:
+        tracking = DeadlineTracking(deadlines=(NEURIPS,), queued=queued, counted={})
+        return ProjectOutcome(errors=(), policy_valid=True, quotas=(), tracking=tracking)
+
+    first = make_project_status(live, outcome(2), now=NOW_DT)
+    later = make_project_status(
+        {**live, "status": first}, outcome(7), now=NOW_DT + timedelta(hours=1)
+    )
+    assert not status_changed({"status": first}, later)
+
+
+def queued_workload(name: str, labels: dict[str, str]) -> WorkloadView:
+    """A pending 8-GPU Workload in vision's LocalQueue, as Kueue made it from a Job."""
+    return WorkloadView(
+        namespace="vision",
+        name=name,
+        queue="vision",
+        priority=1000,
+        gpus=8,
+        created=FIXED_NOW - 600,
+        labels=labels,
+        deadline=labels.get(names.LABEL_DEADLINE),
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "want_counted"),
+    [
+        pytest.param({}, 0, id="the Job's labels were not copied: counted toward nothing"),
+        pytest.param(
+            {names.LABEL_DEADLINE: "release"}, 2, id="the deadline label copied: both count"
+        ),
+        pytest.param(
+            {names.LABEL_DEADLINE: "other"}, 0, id="labelled for a deadline the project lacks"
+        ),
+    ],
+)
+def test_the_plan_counts_what_deadlines_tracked_reads(
+    labels: dict[str, str], want_counted: int
+) -> None:
+    """The condition's counts are the risk model's own: a Workload counts in the status exactly
+    when it counts in the risk."""
+    workloads = [queued_workload("train-1", labels), queued_workload("train-2", labels)]
+    plan = plan_capacity(
+        Observation(
+            POLICY_SET,
+            states={},
+            workloads=workloads,
+            node_claims=[],
+            history=History(),
+            now=FIXED_NOW,
+        )
+    )
+    (report,) = [d for d in plan.deadlines if d.project == "vision"]
+    assert (report.deadline, report.workloads) == ("release", want_counted)
+    assert plan.pending_workloads["vision"] == 2
 
 
 def policy_conditions(

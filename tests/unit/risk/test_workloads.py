@@ -9,6 +9,7 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -32,6 +33,9 @@ def KNOWN_BUG(  # noqa: N802 - reads as a marker
     """A case asserting the right behaviour that the code does not have yet (see reason)."""
     return pytest.mark.xfail(reason=reason, strict=True, raises=raises)
 
+
+LABEL_VALUE = re.compile(r"[a-z0-9A-Z]([-a-z0-9A-Z_.]*[a-z0-9A-Z])?")
+"""The API server's rule for a label value (at most 63 characters, checked apart)."""
 
 FIXED_DAY = datetime(2026, 11, 21, tzinfo=UTC)
 """The day every time below falls on: parsing is the subject, the clock is never read."""
@@ -506,6 +510,77 @@ def test_annotations_in_seconds(
         names.ANNOTATION_CHECKPOINT_INTERVAL: got.checkpoint_interval,
     }
     assert (by_name[annotation], by_name[other]) == (want_seconds, 900.0)
+
+
+# ----------------------------------------------------------------- the same keys as labels
+
+DURATION_KEYS = [
+    pytest.param(
+        (names.ANNOTATION_EXPECTED_DURATION, names.LABEL_EXPECTED_DURATION, "expected_duration"),
+        id="expected duration",
+    ),
+    pytest.param(
+        (
+            names.ANNOTATION_CHECKPOINT_INTERVAL,
+            names.LABEL_CHECKPOINT_INTERVAL,
+            "checkpoint_interval",
+        ),
+        id="checkpoint interval",
+    ),
+]
+"""(annotation key, label key, WorkloadView attribute)."""
+
+
+@pytest.mark.parametrize("keys", DURATION_KEYS)
+@pytest.mark.parametrize(
+    ("annotation_value", "label_value", "want_seconds"),
+    [
+        pytest.param(None, "14400", 14400.0, id="a label alone counts (a Job's, copied by Kueue)"),
+        pytest.param("7200", None, 7200.0, id="an annotation alone counts"),
+        pytest.param("7200", "14400", 7200.0, id="both: the annotation wins"),
+        pytest.param("2h", "14400", 14400.0, id="a malformed annotation is ignored: the label"),
+        pytest.param("0", "14400", 14400.0, id="a zero annotation is ignored: the label"),
+        pytest.param("7200", "4h", 7200.0, id="a malformed label beside a valid annotation"),
+        pytest.param(None, "4h", None, id="a label with a unit is not seconds"),
+        pytest.param(None, "0", None, id="a zero label"),
+        pytest.param(None, "", None, id="an empty label"),
+        pytest.param(None, "-60", None, id="a negative label"),
+        pytest.param(None, "5400.5", 5400.5, id="a label with fractional seconds"),
+        pytest.param(None, None, None, id="neither"),
+    ],
+)
+def test_labels_carry_the_same_seconds_as_annotations(
+    keys: tuple[str, str, str],
+    annotation_value: str | None,
+    label_value: str | None,
+    want_seconds: float | None,
+) -> None:
+    annotation, label, attribute = keys
+    annotations = {annotation: annotation_value} if annotation_value is not None else {}
+    labels = {label: label_value} if label_value is not None else {}
+    got = workload_view(workload(annotations=annotations, labels=labels), GPUS)
+    assert getattr(got, attribute) == want_seconds
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("14400", id="hours in whole seconds"),
+        pytest.param("1209600", id="two weeks in whole seconds"),
+        pytest.param("5400.5", id="fractional seconds"),
+    ],
+)
+def test_seconds_fit_in_a_label_value(value: str) -> None:
+    """What users are told to put on their Jobs must be a label value the API server takes."""
+    assert LABEL_VALUE.fullmatch(value) and len(value) <= 63
+
+
+def test_the_label_keys_kueue_must_copy() -> None:
+    assert names.LABEL_KEYS_TO_COPY == (
+        "quartermaster.dev/deadline",
+        "quartermaster.dev/expected-duration-seconds",
+        "quartermaster.dev/checkpoint-interval-seconds",
+    )
 
 
 # ----------------------------------------------------------------- malformed, never raising
