@@ -403,10 +403,6 @@ class TestBadInput:
         assert notes == [valid["message"]]
 
 
-FIXED_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
-"""The clock of the deadline tests: between the one-off deadlines they write."""
-
-
 class TestDeadlines:
     def test_a_passed_one_off_deadline_sets_deadlines_current_false(self, kube: KubeClient) -> None:
         """The clock is fixed, so the deadlines are behind and ahead of it whatever the date."""
