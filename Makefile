@@ -51,9 +51,10 @@ e2e: controlplane prometheus ## the e2e scenario here: risk rises, the mix and N
 e2e-kind: setup kustomize ## the same scenario on a kind cluster with Kueue 0.19.2, KEDA, Prometheus (needs Docker)
 	PY=$(PY) e2e/kind.sh
 
-lint: setup ## ruff lint and format check
+lint: setup ## ruff lint and format check, and the import layering (import-linter)
 	$(BIN)/ruff check controller tests bench e2e
 	$(BIN)/ruff format --check controller tests bench e2e
+	$(BIN)/lint-imports --no-cache
 
 typecheck: setup ## mypy --strict
 	$(BIN)/mypy

@@ -36,11 +36,11 @@ from typing import Any
 from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
+from controller.capacity import spot_allowed
 from controller.decide.mix import PoolState
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.examples.synthetic import synthetic_documents
-from controller.render.capacity import spot_allowed
 from controller.risk.model import RiskModel
 from controller.risk.workloads import WorkloadView
 

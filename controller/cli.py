@@ -31,6 +31,7 @@ from controller import __version__, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
 from controller.api.semantics import policy_warnings
+from controller.capacity import clamped_targets
 from controller.examples import EXAMPLE_DIR
 from controller.explain import format_explanation, relevant_events
 from controller.health import HealthServer
@@ -39,7 +40,6 @@ from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
-from controller.render.capacity import clamped_targets
 from controller.render.desired import render
 from controller.sim import run as sim_run
 from controller.sim.engine import BASELINES

@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from controller.api.policy_set import PolicySet
 from controller.api.types import OverrideMode, TrainingProject
-from controller.render.capacity import pool_demands, resolve_mix, spot_allowed
+from controller.capacity import pool_demands, resolve_mix, spot_allowed
 
 HOURS_PER_MONTH = 730.0
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from controller import names
 from controller.api.policy_set import PolicySet
+from controller.capacity import FlavorQuota
 from controller.decide.mix import PoolState
-from controller.render.capacity import FlavorQuota
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 
 from controller import names
 from controller.api.policy_set import PolicySet
+from controller.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.decide.boost import boost_step, deadline_boosts
 from controller.decide.mix import Decision, PoolState, decide_pool, fit_shares, initial_state
 from controller.decide.observation import History, Observation
 from controller.decide.shift import Shift, held_by_side, limit_shifts
-from controller.render.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.render.desired import Rendered, render
 from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
 from controller.risk.model import DeadlineReport, RiskModel, Snapshot

@@ -16,9 +16,9 @@ from typing import Any
 from controller import names
 from controller.api.policy_set import PolicyError
 from controller.api.types import Deadline, PoolMix
+from controller.capacity import FlavorQuota
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.plan import CapacityPlan
-from controller.render.capacity import FlavorQuota
 from controller.timestamps import epoch, format_duration, format_time
 
 MAX_MESSAGE = 1024

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
+from controller.capacity import FlavorQuota, PoolTarget, resolve_mix, split_quotas
 from controller.render import karpenter, keda, kueue
-from controller.render.capacity import FlavorQuota, PoolTarget, resolve_mix, split_quotas
 from controller.render.objects import KubeObject
 
 KIND_ORDER = (

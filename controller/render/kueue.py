@@ -16,7 +16,7 @@ from typing import Any
 from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import GpuPool, Preemption, Tier, TrainingProject
-from controller.render.capacity import FlavorQuota, spot_allowed
+from controller.capacity import FlavorQuota, spot_allowed
 from controller.render.objects import KubeObject, gibibytes, metadata, weight
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"

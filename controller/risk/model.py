@@ -24,7 +24,7 @@ from functools import cache
 from controller.api.cron import next_after, parse_cron
 from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline, TrainingProject
-from controller.render.capacity import FlavorQuota, spot_allowed
+from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.pools import PoolStats
 from controller.risk.wait import WaitEstimate, estimate_wait

@@ -42,12 +42,12 @@ import numpy as np
 from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline
+from controller.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.decide.boost import boost_step, urgency_level
 from controller.decide.mix import PoolState, initial_state
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.decide.shift import Shift, held_by_side, limit_shifts
-from controller.render.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.render.desired import Rendered, render
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.api.policy_set import PolicySet
-from controller.render.capacity import pool_demands
+from controller.capacity import pool_demands
 from controller.sim.scenario import Demand
 
 TOO_SMALL_OF_P95 = 0.5

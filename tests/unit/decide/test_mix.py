@@ -28,8 +28,8 @@ import pytest
 
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
+from controller.capacity import resolve_mix, split_quotas
 from controller.decide.mix import Action, Decision, PoolState, Reason, RiskOracle, decide_pool
-from controller.render.capacity import resolve_mix, split_quotas
 from tests.builders import policy_doc, pool_doc, project_doc
 
 Doc = dict[str, Any]

@@ -24,12 +24,12 @@ import pytest
 from controller import names
 from controller.api.loader import load_path, load_policy_set, read_documents
 from controller.api.policy_set import PolicySet
+from controller.capacity import spot_allowed
 from controller.decide.boost import LEVELS, boost_step
 from controller.decide.mix import Action, Reason
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.examples import EXAMPLE_DIR
-from controller.render.capacity import spot_allowed
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 

@@ -26,6 +26,7 @@ from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicyError
 from controller.api.types import Deadline
+from controller.capacity import PoolTarget
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
@@ -43,7 +44,6 @@ from controller.reconcile.status import (
     status_changed,
 )
 from controller.reconcile.status import project_status as make_project_status
-from controller.render.capacity import PoolTarget
 from controller.render.desired import render
 from controller.risk.workloads import WorkloadView
 from controller.timestamps import format_duration

@@ -9,8 +9,8 @@ import pytest
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
+from controller.capacity import resolve_mix
 from controller.render import karpenter
-from controller.render.capacity import resolve_mix
 from controller.render.objects import KubeObject
 from tests.builders import policy_doc, pool_doc
 

@@ -14,8 +14,8 @@ import pytest
 
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
+from controller.capacity import resolve_mix, split_quotas
 from controller.render import kueue
-from controller.render.capacity import resolve_mix, split_quotas
 from controller.render.objects import KubeObject
 from tests.builders import policy_doc, pool_doc, project_doc
 

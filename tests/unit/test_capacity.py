@@ -24,8 +24,7 @@ from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.api.types import PoolMix
-from controller.render import desired
-from controller.render.capacity import (
+from controller.capacity import (
     Clamp,
     FlavorQuota,
     PoolDemand,
@@ -35,6 +34,7 @@ from controller.render.capacity import (
     split_quotas,
     spot_allowed,
 )
+from controller.render import desired
 from controller.render.objects import KubeObject
 from tests.builders import policy_doc, pool_doc, project_doc
 

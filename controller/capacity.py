@@ -1,5 +1,8 @@
 """How a pool's GPUs divide between spot and on-demand, and between projects.
 
+Pool arithmetic that rendering, risk, the decisions and the replay all build on, so it sits
+below all four (the layering is checked by import-linter in `make lint`).
+
 The mix of a pool is one number, its on-demand GPUs; everything else follows from it: the
 on-demand and spot NodePool limits, and each project's quota on the `<pool>-on-demand` and
 `<pool>-spot` flavors. Quota that cannot run on spot (tier reservations, projects or tiers that
