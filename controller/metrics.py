@@ -44,7 +44,7 @@ BINDING_REASONS = frozenset(
 
 def counted(decision: Decision) -> bool:
     """Decisions worth counting: a change of the mix, or a hold because something binds."""
-    return decision.target != decision.previous or decision.reason in BINDING_REASONS
+    return decision.changed or decision.reason in BINDING_REASONS
 
 
 RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)

@@ -87,6 +87,9 @@ class Decision:
 
     @property
     def changed(self) -> bool:
+        """The one rule for "did this decision change the mix", which the log line, the
+        Events, the decision counter and both statuses' lastDecision all follow: the pool's
+        on-demand GPUs moved, or a Raise or Lower moved them between projects."""
         return self.target != self.previous or self.action in (Action.RAISE, Action.LOWER)
 
 

@@ -22,7 +22,6 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.semantics import past_deadlines
 from controller.api.types import CapacityPolicy, OverrideMode, TrainingProject
-from controller.decide.mix import Action
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.history import HistoryReader
@@ -388,7 +387,7 @@ class Reconciler:
             )
         self._finished_seen = {(w.namespace, w.name) for w in workloads if w.finished}
         for decision in plan.decisions:
-            if decision.target != decision.previous or decision.action == Action.RAISE:
+            if decision.changed:
                 log.info(
                     "capacity_decision",
                     pool=decision.pool,
@@ -554,7 +553,7 @@ class Reconciler:
             p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name
         )
         for decision in capacity.decisions:
-            if decision.target == decision.previous:
+            if not decision.changed:
                 continue
             event_type: Literal["Normal", "Warning"] = (
                 "Warning" if decision.reason in BINDING_REASONS else "Normal"

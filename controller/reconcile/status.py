@@ -410,7 +410,7 @@ def pool_status_entries(
         # A hold that repeats the last decision (same action and reason, nothing moved) keeps
         # its time: restamping it every pass would rewrite the status every pass.
         repeated = (
-            decision.target == decision.previous
+            not decision.changed
             and isinstance(last, Mapping)
             and (last.get("action"), last.get("reason")) == (decision.action, decision.reason)
         )
@@ -453,7 +453,7 @@ def project_capacity_status(
             for d in reports
         ]
     for decision in plan.decisions:
-        if project in decision.state.assignments and decision.target != decision.previous:
+        if project in decision.state.assignments and decision.changed:
             out["lastDecision"] = _decision_entry(decision, now)
     if "lastDecision" not in out and (previous.get("status") or {}).get("lastDecision"):
         out["lastDecision"] = previous["status"]["lastDecision"]

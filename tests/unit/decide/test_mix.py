@@ -928,3 +928,37 @@ def test_bursts_longer_than_the_window_change_the_mix_at_most_once_per_cooldown(
         if after.action == Action.LOWER:
             gap = (after.state.last_change or 0) - (before.state.last_change or 0)
             assert gap >= COOLDOWN
+
+
+# ------------------------------------------------------------------ one rule for "changed"
+
+
+@pytest.mark.parametrize(
+    ("action", "previous", "target", "want"),
+    [
+        pytest.param(Action.RAISE, 16, 16, True, id="a Raise moving GPUs between projects"),
+        pytest.param(Action.RAISE, 8, 16, True, id="a Raise of the total"),
+        pytest.param(Action.LOWER, 16, 8, True, id="a Lower"),
+        pytest.param(Action.MANUAL, 16, 24, True, id="a Manual override that moves the total"),
+        pytest.param(Action.MANUAL, 16, 16, False, id="a Manual override already in place"),
+        pytest.param(Action.HOLD, 16, 16, False, id="a Hold"),
+        pytest.param(Action.FREEZE, 16, 16, False, id="a Freeze"),
+    ],
+)
+def test_one_rule_says_whether_a_decision_changed_the_mix(
+    action: Action, previous: int, target: int, want: bool
+) -> None:
+    from controller.metrics import counted  # noqa: PLC0415 - the counter's rule, beside the rule
+
+    decision = Decision(
+        pool="a100",
+        action=action,
+        reason=Reason.STEADY,
+        previous=previous,
+        target=target,
+        message="",
+        inputs={},
+        state=state(target),
+    )
+    assert decision.changed is want
+    assert counted(decision) is want, "the decision counter follows the same rule"
