@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from controller.api.policy_set import PolicySet
-from controller.api.types import OverrideMode, TrainingProject
+from controller.api.types import GpuPool, OverrideMode, RiskSettings, TrainingProject
 from controller.capacity import pool_demands, resolve_mix, spot_allowed
 
 HOURS_PER_MONTH = 730.0
@@ -209,7 +209,95 @@ def initial_state(policy_set: PolicySet, pool: str) -> PoolState:
     return PoolState(pool=pool, on_demand_gpus=mix[pool].on_demand_gpus)
 
 
-def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
+def track_thresholds(
+    state: PoolState, worst: float, settings: RiskSettings, *, now: float
+) -> PoolState:
+    """The thresholds' timers under the worst risk seen now: a timer starts when its threshold
+    is crossed, keeps its start while the risk stays across, and stops when it comes back.
+    The one place this rule lives (the decision and `plan`'s re-tracking after a change)."""
+    return replace(
+        state,
+        raise_since=(state.raise_since if state.raise_since is not None else now)
+        if worst > settings.raise_threshold
+        else None,
+        lower_since=(state.lower_since if state.lower_since is not None else now)
+        if worst < settings.lower_threshold
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What every step of one pool's decision reads: the pool's bounds, the risk under the
+    current split, and the state with its timers tracked."""
+
+    policy_set: PolicySet
+    pool: GpuPool
+    state: PoolState
+    tracked: PoolState
+    oracle: RiskOracle
+    prefetch: Prefetch | None
+    now: float
+    floor: int
+    ceiling: int
+    fixed: int
+    quotas: list[_Quota]
+    current: Mapping[str, int]
+    risk_now: Mapping[str, Mapping[str, float]]
+    worst: float
+    history_available: bool
+
+    @property
+    def settings(self) -> RiskSettings:
+        return self.policy_set.policy.spec.risk
+
+    @property
+    def previous(self) -> int:
+        return self.state.on_demand_gpus
+
+    @property
+    def may_give_back(self) -> bool:
+        cooled = (
+            self.state.last_change is None
+            or self.now - self.state.last_change >= self.settings.cooldown_seconds
+        )
+        return cooled and self.history_available
+
+    @property
+    def risk_inputs(self) -> dict[str, float]:
+        return {
+            "worst_risk": self.worst,
+            "raise_threshold": self.settings.raise_threshold,
+            "lower_threshold": self.settings.lower_threshold,
+        }
+
+    def decision(
+        self,
+        action: Action,
+        reason: Reason,
+        target: int,
+        message: str,
+        new_state: PoolState,
+        **inputs: float,
+    ) -> Decision:
+        return Decision(
+            pool=self.pool.name,
+            action=action,
+            reason=reason,
+            previous=self.previous,
+            target=target,
+            message=message,
+            inputs={"floor": self.floor, "ceiling": self.ceiling, "fixed": self.fixed, **inputs},
+            state=new_state,
+        )
+
+    def hold(self, reason: Reason, message: str) -> Decision:
+        return self.decision(
+            Action.HOLD, reason, self.previous, message, self.tracked, **self.risk_inputs
+        )
+
+
+def decide_pool(
     policy_set: PolicySet,
     state: PoolState,
     oracle: RiskOracle,
@@ -219,64 +307,91 @@ def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
     history_available: bool = True,
     prefetch: Prefetch | None = None,
 ) -> Decision:
-    """`baseline`: each project's on-demand GPUs in the pool under the current split.
+    """One pool's decision: an override wins; else raise, lower or give back, each after its
+    window, cooldown and data allow it; else hold.
 
+    `baseline`: each project's on-demand GPUs in the pool under the current split.
     `prefetch`, when given, is told each round's questions before they are asked one by one,
     so the risk model can answer them in one batch; the answers are the same either way.
     """
-    policy = policy_set.policy
-    settings = policy.spec.risk
-    pool = policy.pool(state.pool)
-    assert pool is not None, "states are kept only for pools of the policy"
-    fixed = pool_demands(policy_set)[pool.name].on_demand_only_gpus
-    floor = max(pool.on_demand.floor_gpus, fixed)
-    ceiling = max(
-        min(pool.on_demand.ceiling_gpus, pool_demands(policy_set)[pool.name].total_gpus), floor
+    overridden = _override(policy_set, state, now=now)
+    if overridden is not None:
+        return overridden
+    step = _measure(
+        policy_set,
+        state,
+        oracle,
+        now=now,
+        baseline=baseline,
+        history_available=history_available,
+        prefetch=prefetch,
     )
-    override = policy.spec.override
+    if step.tracked.raise_since is not None:
+        return _raise_step(step)
+    if step.tracked.lower_since is not None and step.previous > step.floor:
+        return _lower_step(step)
+    given_back = _give_back_step(step) if step.may_give_back and state.assignments else None
+    return given_back or step.hold(Reason.STEADY, "risk within thresholds")
+
+
+def _bounds(policy_set: PolicySet, pool: GpuPool) -> tuple[int, int, int]:
+    """(fixed, floor, ceiling) of a pool's on-demand GPUs."""
+    demand = pool_demands(policy_set)[pool.name]
+    fixed = demand.on_demand_only_gpus
+    floor = max(pool.on_demand.floor_gpus, fixed)
+    ceiling = max(min(pool.on_demand.ceiling_gpus, demand.total_gpus), floor)
+    return fixed, floor, ceiling
+
+
+def _override(policy_set: PolicySet, state: PoolState, *, now: float) -> Decision | None:
+    """Freeze and Manual win over everything else."""
+    override = policy_set.policy.spec.override
+    if override.mode not in (OverrideMode.FREEZE, OverrideMode.MANUAL):
+        return None
+    pool = policy_set.policy.pool(state.pool)
+    assert pool is not None, "states are kept only for pools of the policy"
+    fixed, floor, ceiling = _bounds(policy_set, pool)
     previous = state.on_demand_gpus
-
-    def decision(
-        action: Action,
-        reason: Reason,
-        target: int,
-        message: str,
-        new_state: PoolState,
-        **inputs: float,
-    ) -> Decision:
-        return Decision(
-            pool=pool.name,
-            action=action,
-            reason=reason,
-            previous=previous,
-            target=target,
-            message=message,
-            inputs={"floor": floor, "ceiling": ceiling, "fixed": fixed, **inputs},
-            state=new_state,
-        )
-
+    target, action, message, new_state = previous, Action.FREEZE, "", state
     if override.mode is OverrideMode.FREEZE:
-        return decision(
-            Action.FREEZE, Reason.OVERRIDE, previous, "override mode Freeze keeps the mix", state
-        )
-    if override.mode is OverrideMode.MANUAL:
+        message = "override mode Freeze keeps the mix"
+    else:
         manual = {m.pool: m.gpus for m in override.on_demand_gpus}
         # Clamped as the renderer clamps it, so the mix read back next pass is the same.
         target = min(max(manual.get(pool.name, previous), floor), ceiling)
-        changed = target != previous
-        return decision(
-            Action.MANUAL,
-            Reason.OVERRIDE,
-            target,
-            f"override mode Manual sets {target}",
-            replace(
-                state,
-                on_demand_gpus=target,
-                assignments={},
-                last_change=now if changed else state.last_change,
-            ),
+        action, message = Action.MANUAL, f"override mode Manual sets {target}"
+        new_state = replace(
+            state,
+            on_demand_gpus=target,
+            assignments={},
+            last_change=now if target != previous else state.last_change,
         )
+    return Decision(
+        pool=pool.name,
+        action=action,
+        reason=Reason.OVERRIDE,
+        previous=previous,
+        target=target,
+        message=message,
+        inputs={"floor": floor, "ceiling": ceiling, "fixed": fixed},
+        state=new_state,
+    )
 
+
+def _measure(
+    policy_set: PolicySet,
+    state: PoolState,
+    oracle: RiskOracle,
+    *,
+    now: float,
+    baseline: Mapping[str, int] | None,
+    history_available: bool,
+    prefetch: Prefetch | None,
+) -> _Pass:
+    """Risk under the current split, per project and deadline, and the timers it moves."""
+    pool = policy_set.policy.pool(state.pool)
+    assert pool is not None, "states are kept only for pools of the policy"
+    fixed, floor, ceiling = _bounds(policy_set, pool)
     quotas = _quotas(policy_set, pool.name)
     current = {
         q.project.name: min(
@@ -287,156 +402,138 @@ def decide_pool(  # noqa: PLR0915 - split into named steps in the core cleanup
     }
     if prefetch is not None:
         prefetch([(q.project.name, pool.name, current[q.project.name]) for q in quotas])
-    risks = {
-        (q.project.name, name): risk
-        for q in quotas
-        for name, risk in oracle(q.project.name, pool.name, current[q.project.name]).items()
-    }
-    worst = max(risks.values(), default=0.0)
     risk_now: dict[str, dict[str, float]] = {}
-    for (project_name, deadline_name), risk in risks.items():
-        risk_now.setdefault(project_name, {})[deadline_name] = risk
-    cooled = state.last_change is None or now - state.last_change >= settings.cooldown_seconds
-    may_give_back = cooled and history_available
-    raise_since = (
-        (now if state.raise_since is None else state.raise_since)
-        if worst > settings.raise_threshold
-        else None
+    for q in quotas:
+        for name, risk in oracle(q.project.name, pool.name, current[q.project.name]).items():
+            risk_now.setdefault(q.project.name, {})[name] = risk
+    worst = max((r for risks in risk_now.values() for r in risks.values()), default=0.0)
+    return _Pass(
+        policy_set=policy_set,
+        pool=pool,
+        state=state,
+        tracked=track_thresholds(state, worst, policy_set.policy.spec.risk, now=now),
+        oracle=oracle,
+        prefetch=prefetch,
+        now=now,
+        floor=floor,
+        ceiling=ceiling,
+        fixed=fixed,
+        quotas=quotas,
+        current=current,
+        risk_now=risk_now,
+        worst=worst,
+        history_available=history_available,
     )
-    lower_since = (
-        (now if state.lower_since is None else state.lower_since)
-        if worst < settings.lower_threshold
-        else None
-    )
-    tracked = replace(state, raise_since=raise_since, lower_since=lower_since)
+
+
+def _raise_step(step: _Pass) -> Decision:
+    """Risk above the raise threshold: wait out the window, then raise."""
+    settings, since = step.settings, step.tracked.raise_since
+    assert since is not None
     window = settings.evaluation_window_seconds
-    inputs = {
-        "worst_risk": worst,
-        "raise_threshold": settings.raise_threshold,
-        "lower_threshold": settings.lower_threshold,
+    if step.now - since < window:
+        return step.hold(
+            Reason.EVALUATION_WINDOW,
+            f"risk {step.worst:.2f} above {settings.raise_threshold} for "
+            f"{step.now - since:.0f}s of {window}s",
+        )
+    return _raise(step)
+
+
+def _lower_step(step: _Pass) -> Decision:
+    """Risk under the lower threshold: after the window and the cooldown, and only on
+    current data, step down to the least on-demand that keeps it there."""
+    settings, since, state = step.settings, step.tracked.lower_since, step.state
+    assert since is not None
+    window = settings.evaluation_window_seconds
+    if step.now - since < window:
+        return step.hold(
+            Reason.EVALUATION_WINDOW,
+            f"risk {step.worst:.2f} below {settings.lower_threshold} for "
+            f"{step.now - since:.0f}s of {window}s",
+        )
+    if state.last_change is not None and step.now - state.last_change < settings.cooldown_seconds:
+        return step.hold(
+            Reason.COOLDOWN,
+            f"last change {step.now - state.last_change:.0f}s ago, cooldown "
+            f"{settings.cooldown_seconds}s",
+        )
+    if not step.history_available:
+        return step.hold(
+            Reason.PROMETHEUS_UNAVAILABLE, "Prometheus unreachable: never lower on missing data"
+        )
+    current = step.current
+    shares = {
+        project: share
+        for project, (share, _) in _smallest_shares(
+            step.oracle,
+            step.prefetch,
+            step.pool.name,
+            {
+                q.project.name: (0, q.nominal, lambda _: settings.lower_threshold * 0.999)
+                for q in step.quotas
+                if current[q.project.name] > 0
+            },
+        ).items()
     }
-
-    if raise_since is not None:
-        if now - raise_since < window:
-            return decision(
-                Action.HOLD,
-                Reason.EVALUATION_WINDOW,
-                previous,
-                f"risk {worst:.2f} above {settings.raise_threshold} for "
-                f"{now - raise_since:.0f}s of {window}s",
-                tracked,
-                **inputs,
-            )
-        return _raise(
-            policy_set,
-            tracked,
-            oracle,
-            quotas,
-            current,
-            now=now,
-            floor=floor,
-            ceiling=ceiling,
-            fixed=fixed,
-            decision=decision,
-            inputs=inputs,
-            prefetch=prefetch,
-            risk_now=risk_now,
-            may_give_back=may_give_back,
-        )
-
-    if lower_since is not None and previous > floor:
-        if now - lower_since < window:
-            return decision(
-                Action.HOLD,
-                Reason.EVALUATION_WINDOW,
-                previous,
-                f"risk {worst:.2f} below {settings.lower_threshold} for "
-                f"{now - lower_since:.0f}s of {window}s",
-                tracked,
-                **inputs,
-            )
-        if state.last_change is not None and now - state.last_change < settings.cooldown_seconds:
-            return decision(
-                Action.HOLD,
-                Reason.COOLDOWN,
-                previous,
-                f"last change {now - state.last_change:.0f}s ago, cooldown "
-                f"{settings.cooldown_seconds}s",
-                tracked,
-                **inputs,
-            )
-        if not history_available:
-            return decision(
-                Action.HOLD,
-                Reason.PROMETHEUS_UNAVAILABLE,
-                previous,
-                "Prometheus unreachable: never lower on missing data",
-                tracked,
-                **inputs,
-            )
-        shares = {
-            project: share
-            for project, (share, _) in _smallest_shares(
-                oracle,
-                prefetch,
-                pool.name,
-                {
-                    q.project.name: (0, q.nominal, lambda _: settings.lower_threshold * 0.999)
-                    for q in quotas
-                    if current[q.project.name] > 0
-                },
-            ).items()
-        }
-        shares.update({q.project.name: 0 for q in quotas if current[q.project.name] == 0})
-        shares = {p: min(s, current[p]) for p, s in shares.items()}
-        target = max(floor, fixed + sum(shares.values()), previous - settings.max_step_gpus)
-        target = min(whole_nodes(target, pool.gpus_per_node, ceiling), previous)
-        if target == previous:
-            return decision(
-                Action.HOLD, Reason.STEADY, previous, "nothing to give back", tracked, **inputs
-            )
-        kept = _fit(shares, quotas, target - fixed)
-        return decision(
-            Action.LOWER,
-            Reason.RISK_CLEARED,
-            target,
-            f"risk {worst:.2f} below {settings.lower_threshold}: {previous} -> {target} on-demand",
-            replace(
-                tracked, on_demand_gpus=target, assignments=kept, last_change=now, deferred_tiers=()
-            ),
-            **inputs,
-        )
-    if may_give_back and state.assignments:
-        reduced = _give_back(
-            oracle,
-            prefetch,
-            pool.name,
-            quotas=quotas,
-            held=state.assignments,
-            risk_now=risk_now,
-            lower_threshold=settings.lower_threshold,
-        )
-        held = {p: s for p, s in {**state.assignments, **reduced}.items() if s > 0}
-        target = max(floor, fixed + sum(held.values()), previous - settings.max_step_gpus)
-        target = min(whole_nodes(target, pool.gpus_per_node, ceiling), previous)
-        if target < previous:
-            released = ", ".join(sorted(p for p in reduced if reduced[p] < state.assignments[p]))
-            return decision(
-                Action.LOWER,
-                Reason.RISK_CLEARED,
-                target,
-                f"{released} safe again: {previous} -> {target} on-demand",
-                replace(
-                    tracked,
-                    on_demand_gpus=target,
-                    assignments=_fit(held, quotas, target - fixed),
-                    last_change=now,
-                ),
-                **inputs,
-            )
-    return decision(
-        Action.HOLD, Reason.STEADY, previous, "risk within thresholds", tracked, **inputs
+    shares.update({q.project.name: 0 for q in step.quotas if current[q.project.name] == 0})
+    shares = {p: min(s, current[p]) for p, s in shares.items()}
+    target = _stepped_down(step, step.fixed + sum(shares.values()))
+    if target == step.previous:
+        return step.hold(Reason.STEADY, "nothing to give back")
+    return step.decision(
+        Action.LOWER,
+        Reason.RISK_CLEARED,
+        target,
+        f"risk {step.worst:.2f} below {settings.lower_threshold}: "
+        f"{step.previous} -> {target} on-demand",
+        replace(
+            step.tracked,
+            on_demand_gpus=target,
+            assignments=_fit(shares, step.quotas, target - step.fixed),
+            last_change=step.now,
+            deferred_tiers=(),
+        ),
+        **step.risk_inputs,
     )
+
+
+def _give_back_step(step: _Pass) -> Decision | None:
+    """Between the thresholds: projects safe again hand back what they no longer need."""
+    state = step.state
+    reduced = _give_back(
+        step.oracle,
+        step.prefetch,
+        step.pool.name,
+        quotas=step.quotas,
+        held=state.assignments,
+        risk_now=step.risk_now,
+        lower_threshold=step.settings.lower_threshold,
+    )
+    held = {p: s for p, s in {**state.assignments, **reduced}.items() if s > 0}
+    target = _stepped_down(step, step.fixed + sum(held.values()))
+    if target >= step.previous:
+        return None
+    released = ", ".join(sorted(p for p in reduced if reduced[p] < state.assignments[p]))
+    return step.decision(
+        Action.LOWER,
+        Reason.RISK_CLEARED,
+        target,
+        f"{released} safe again: {step.previous} -> {target} on-demand",
+        replace(
+            step.tracked,
+            on_demand_gpus=target,
+            assignments=_fit(held, step.quotas, target - step.fixed),
+            last_change=step.now,
+        ),
+        **step.risk_inputs,
+    )
+
+
+def _stepped_down(step: _Pass, needed: int) -> int:
+    """A lower target: never under the floor, at most one step down, in whole nodes."""
+    target = max(step.floor, needed, step.previous - step.settings.max_step_gpus)
+    return min(whole_nodes(target, step.pool.gpus_per_node, step.ceiling), step.previous)
 
 
 def _give_back(
@@ -489,25 +586,15 @@ def _fit(shares: Mapping[str, int], quotas: list[_Quota], room: int) -> dict[str
     return out
 
 
-def _raise(
-    policy_set: PolicySet,
-    state: PoolState,
-    oracle: RiskOracle,
-    quotas: list[_Quota],
-    current: Mapping[str, int],
-    *,
-    now: float,
-    floor: int,
-    ceiling: int,
-    fixed: int,
-    decision: Callable[..., Decision],
-    inputs: Mapping[str, float],
-    prefetch: Prefetch | None,
-    risk_now: Mapping[str, Mapping[str, float]],
-    may_give_back: bool,
-) -> Decision:
-    settings = policy_set.policy.spec.risk
-    previous = state.on_demand_gpus
+def _raise(step: _Pass) -> Decision:
+    """Each at-risk project gets the smallest share that meets its targets (capped by its
+    budget), held shares stay, projects safe again give theirs back; the total is stepped,
+    bounded by the floor and ceiling, in whole nodes."""
+    policy_set, state, oracle = step.policy_set, step.tracked, step.oracle
+    quotas, current, risk_now = step.quotas, step.current, step.risk_now
+    now, floor, ceiling, fixed = step.now, step.floor, step.ceiling, step.fixed
+    prefetch, inputs, decision = step.prefetch, step.risk_inputs, step.decision
+    settings, previous = step.settings, step.previous
     at_risk = [
         q
         for q in quotas
@@ -522,7 +609,7 @@ def _raise(
         for q in quotas
         if state.assignments.get(q.project.name, 0) > 0
     }
-    if may_give_back:
+    if step.may_give_back:
         wanted.update(
             _give_back(
                 oracle,

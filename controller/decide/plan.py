@@ -20,7 +20,14 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.decide.boost import boost_step, deadline_boosts
-from controller.decide.mix import Decision, PoolState, decide_pool, fit_shares, initial_state
+from controller.decide.mix import (
+    Decision,
+    PoolState,
+    decide_pool,
+    fit_shares,
+    initial_state,
+    track_thresholds,
+)
 from controller.decide.observation import History, Observation
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
@@ -120,7 +127,7 @@ def _retrack(
     settings = policy_set.policy.spec.risk
     out = []
     for decision in decisions:
-        if decision.target == decision.previous:
+        if not decision.changed:
             out.append(decision)
             continue
         pool_projects = {
@@ -129,20 +136,8 @@ def _retrack(
             if any(q.pool == decision.pool for q in p.spec.quotas)
         }
         worst = max((r.estimate.risk for r in reports if r.project in pool_projects), default=0.0)
-        state = decision.state
         out.append(
-            replace(
-                decision,
-                state=replace(
-                    state,
-                    raise_since=(state.raise_since if state.raise_since is not None else now)
-                    if worst > settings.raise_threshold
-                    else None,
-                    lower_since=(state.lower_since if state.lower_since is not None else now)
-                    if worst < settings.lower_threshold
-                    else None,
-                ),
-            )
+            replace(decision, state=track_thresholds(decision.state, worst, settings, now=now))
         )
     return tuple(out)
 
