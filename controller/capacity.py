@@ -94,6 +94,23 @@ class Clamp:
     reason: str
 
 
+def whole_nodes(gpus: int, per_node: int) -> int:
+    """GPUs rounded up to whole nodes. The flavor quota stays exact; the NodePool limit must
+    let Karpenter launch the node that serves its last GPUs: 7 GPUs of on-demand quota on 8-GPU
+    nodes need a limit of 8, or the 7th GPU's workload waits for a node that is never made."""
+    return -(-gpus // per_node) * per_node
+
+
+def whole_nodes_within(gpus: int, per_node: int, ceiling: int) -> int:
+    """On-demand GPUs rounded up to whole nodes, but never above the ceiling.
+
+    NodePool limits are whole nodes: a pool split 12 on-demand / 36 spot on 8-GPU nodes would
+    get limits of 16 and 40, and could run 56 GPUs under a ceiling of 48. With the on-demand
+    side in whole nodes, the spot side is whole too wherever the pool's total is.
+    """
+    return min(whole_nodes(gpus, per_node), max(ceiling, gpus))
+
+
 def _choose(
     pool: GpuPool, demand: PoolDemand, *, asked: int | None, manual: int | None
 ) -> tuple[int, str | None]:
@@ -104,12 +121,17 @@ def _choose(
     upper = max(lower, cap)
     wanted = manual if manual is not None else (floor if asked is None else asked)
     chosen = min(max(wanted, lower), upper)
+    if manual is not None:
+        # In whole nodes, as the decisions' own splits are: a Manual 4 on 8-GPU nodes would
+        # leave a node-wide pod set no flavor, and NodePool limits of 8 + 8 over 8.
+        chosen = whole_nodes_within(chosen, pool.gpus_per_node, upper)
     if asked is None or asked == chosen:
         return chosen, None
     if manual is not None:
         return chosen, (
             f"the policy's override is Manual and sets {manual} for this pool "
             "(spec.override.onDemandGpus)"
+            + (f", {chosen} in whole nodes of {pool.gpus_per_node}" if chosen != manual else "")
         )
     if wanted < lower:
         reason = (

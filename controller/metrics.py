@@ -25,9 +25,9 @@ from prometheus_client import (
 
 from controller import __version__
 from controller.api.policy_set import PolicySet
+from controller.capacity import whole_nodes
 from controller.decide.mix import Decision, Reason
 from controller.decide.plan import CapacityPlan
-from controller.render.karpenter import whole_nodes
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the series count for nothing
 

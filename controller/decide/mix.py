@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from controller.api.policy_set import PolicySet
 from controller.api.types import GpuPool, OverrideMode, RiskSettings, TrainingProject
-from controller.capacity import pool_demands, resolve_mix, spot_allowed
+from controller.capacity import pool_demands, resolve_mix, spot_allowed, whole_nodes_within
 
 HOURS_PER_MONTH = 730.0
 
@@ -194,16 +194,6 @@ def _budget_cap(policy_set: PolicySet, quota: _Quota, pool: str) -> int:
     return max(0, min(quota.nominal, int(room // (on_demand - spot))))
 
 
-def whole_nodes(gpus: int, per_node: int, ceiling: int) -> int:
-    """On-demand GPUs rounded up to whole nodes, but never above the ceiling.
-
-    NodePool limits are whole nodes: a pool split 12 on-demand / 36 spot on 8-GPU nodes would
-    get limits of 16 and 40, and could run 56 GPUs under a ceiling of 48. With the on-demand
-    side in whole nodes, the spot side is whole too wherever the pool's total is.
-    """
-    return min(-(-gpus // per_node) * per_node, max(ceiling, gpus))
-
-
 def initial_state(policy_set: PolicySet, pool: str) -> PoolState:
     mix = {m.pool: m for m in resolve_mix(policy_set)}
     return PoolState(pool=pool, on_demand_gpus=mix[pool].on_demand_gpus)
@@ -357,9 +347,16 @@ def _override(policy_set: PolicySet, state: PoolState, *, now: float) -> Decisio
         message = "override mode Freeze keeps the mix"
     else:
         manual = {m.pool: m.gpus for m in override.on_demand_gpus}
-        # Clamped as the renderer clamps it, so the mix read back next pass is the same.
-        target = min(max(manual.get(pool.name, previous), floor), ceiling)
-        action, message = Action.MANUAL, f"override mode Manual sets {target}"
+        # Clamped as the renderer clamps it, so the mix read back next pass is the same, and
+        # in whole nodes as every split is: 4 of an 8-GPU node would leave a node-wide pod
+        # set no flavor to fit, and NodePool limits of 8 + 8 over a ceiling of 8.
+        asked = min(max(manual.get(pool.name, previous), floor), ceiling)
+        target = whole_nodes_within(asked, pool.gpus_per_node, ceiling)
+        action, message = (
+            Action.MANUAL,
+            f"override mode Manual sets {asked}"
+            + (f" ({target} in whole nodes of {pool.gpus_per_node})" if target != asked else ""),
+        )
         new_state = replace(
             state,
             on_demand_gpus=target,
@@ -533,7 +530,7 @@ def _give_back_step(step: _Pass) -> Decision | None:
 def _stepped_down(step: _Pass, needed: int) -> int:
     """A lower target: never under the floor, at most one step down, in whole nodes."""
     target = max(step.floor, needed, step.previous - step.settings.max_step_gpus)
-    return min(whole_nodes(target, step.pool.gpus_per_node, step.ceiling), step.previous)
+    return min(whole_nodes_within(target, step.pool.gpus_per_node, step.ceiling), step.previous)
 
 
 def _give_back(
@@ -646,7 +643,7 @@ def _raise(step: _Pass) -> Decision:
     target = min(max(needed, floor), ceiling, previous + settings.max_step_gpus)
     target = max(target, previous - settings.max_step_gpus)
     per_node = policy_set.policy.pool(state.pool).gpus_per_node  # type: ignore[union-attr]
-    target = whole_nodes(target, per_node, ceiling)
+    target = whole_nodes_within(target, per_node, ceiling)
     ceiling_binds = needed > ceiling
     assignments = _fit(wanted, quotas, target - fixed)
     deferred: tuple[str, ...] = ()

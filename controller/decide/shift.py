@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from controller import names
 from controller.api.types import GpuPool
+from controller.capacity import whole_nodes
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 
@@ -62,10 +63,6 @@ class Shift:
         return (self.target - self.applied) + (self.total - self.target - self.spot)
 
 
-def _whole_nodes(gpus: int, per_node: int) -> int:
-    return -(-gpus // per_node) * per_node
-
-
 def held_by_side(
     pools: Iterable[GpuPool],
     workloads: Iterable[WorkloadView],
@@ -92,8 +89,8 @@ def held_by_side(
             nodes[key] += per_node[claim.pool]
     out: dict[str, Held] = {}
     for name, size in per_node.items():
-        spot_admitted = _whole_nodes(admitted[(name, names.SPOT)], size)
-        on_demand_admitted = _whole_nodes(admitted[(name, names.ON_DEMAND)], size)
+        spot_admitted = whole_nodes(admitted[(name, names.SPOT)], size)
+        on_demand_admitted = whole_nodes(admitted[(name, names.ON_DEMAND)], size)
         out[name] = Held(
             spot_gpus=max(spot_admitted, nodes[(name, names.SPOT)]),
             on_demand_gpus=max(on_demand_admitted, nodes[(name, names.ON_DEMAND)]),

@@ -15,6 +15,7 @@ from typing import Any
 from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import GpuPool, PoolMix
+from controller.capacity import whole_nodes
 from controller.render.objects import KubeObject, metadata
 
 API_VERSION = "karpenter.sh/v1"
@@ -48,13 +49,6 @@ def _taints(pool: GpuPool, capacity_type: str) -> list[dict[str, str]]:
     if capacity_type == names.SPOT:
         taints.append({"key": names.SPOT_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
     return taints
-
-
-def whole_nodes(gpus: int, per_node: int) -> int:
-    """GPUs rounded up to whole nodes. The flavor quota stays exact; the NodePool limit must
-    let Karpenter launch the node that serves its last GPUs: 7 GPUs of on-demand quota on 8-GPU
-    nodes need a limit of 8, or the 7th GPU's workload waits for a node that is never made."""
-    return -(-gpus // per_node) * per_node
 
 
 def node_pools(

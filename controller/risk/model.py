@@ -344,6 +344,10 @@ class RiskModel:
             new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
             capacity = project_capacity(self.snapshot, project)
             usable = capacity.on_demand_gpus + capacity.spot_gpus * capacity.spot_availability
+            if new_gpus <= capacity.widest_gpus:
+                # A pod set is indivisible and runs once a flavor has room for it: 8 spot GPUs
+                # at 90 % availability drain like 7.2, but still start an 8-GPU job.
+                usable = max(usable, float(new_gpus))
             out[project.name] = estimate_wait(
                 jobs,
                 capacity_gpus=usable,

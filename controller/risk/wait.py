@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.risk.deadline import Job
+from controller.risk.deadline import HORIZON_SECONDS, Job
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,9 @@ def estimate_wait(
     if not pending and running_gpus + new_gpus <= capacity_gpus:
         return WaitEstimate(0.0, 0.0)
     if capacity_gpus <= 0 or new_gpus > capacity_gpus:
-        return WaitEstimate(float("inf"), float("inf"))
+        # It cannot start under this capacity: reported as the model's horizon, so no metric,
+        # status field or alert ever reads +Inf.
+        return WaitEstimate(HORIZON_SECONDS, HORIZON_SECONDS)
     rng = np.random.default_rng(seed)
 
     def sample(chosen: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
@@ -58,5 +60,5 @@ def estimate_wait(
         freed = np.cumsum(gpus[order], axis=1)
         first = np.argmax(freed >= needed, axis=1)
         waits = np.take_along_axis(durations, order, axis=1)[np.arange(samples), first]
-    p50, p90 = np.quantile(waits, [0.5, 0.9])
+    p50, p90 = np.quantile(np.minimum(waits, HORIZON_SECONDS), [0.5, 0.9])
     return WaitEstimate(float(p50), float(p90))

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from controller import names
+from controller.capacity import whole_nodes
 from controller.decide.mix import Action, Decision, Reason
 from controller.history import HistoryReader
 from controller.kube import kinds
@@ -40,7 +41,6 @@ from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
-from controller.render.karpenter import whole_nodes
 from controller.testenv.controlplane import ControlPlane
 from controller.testenv.prometheus import PrometheusServer
 from tests.clock import Clock

@@ -39,11 +39,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller import __version__, names
 from controller.api.loader import load_policy_set
+from controller.capacity import whole_nodes
 from controller.decide.mix import Action, Reason
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.render.desired import render
-from controller.render.karpenter import whole_nodes
 from controller.render.keda import warm_pool_query
 from controller.testenv.controlplane import ControlPlane, free_ports
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget

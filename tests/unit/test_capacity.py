@@ -233,10 +233,11 @@ def test_spot_allowed(project: Doc, want_spot: bool) -> None:
             [project_doc(quotas=[*quota(32), *quota(16, "h100")])],
             {"a100": 10, "h100": 6},
             (
-                PoolMix("a100", on_demand_gpus=20, spot_gpus=12),
+                PoolMix("a100", on_demand_gpus=24, spot_gpus=8),
                 PoolMix("h100", on_demand_gpus=6, spot_gpus=10),
             ),
-            id="a Manual override leaves a pool it does not name to the requested target",
+            id="a Manual override leaves a pool it does not name to the requested target "
+            "(and its own 20 is 24 in whole 8-GPU nodes)",
         ),
         pytest.param(
             policy_doc(override={"mode": "Freeze"}),
@@ -353,15 +354,15 @@ def above_quota(total: int) -> str:
             id="a floor above the quota wins over the quota",
         ),
         pytest.param(
-            policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 12}]}),
+            policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 16}]}),
             [project_doc()],
             {"a100": 8},
             [
                 Clamp(
                     "a100",
                     8,
-                    12,
-                    "the policy's override is Manual and sets 12 for this pool "
+                    16,
+                    "the policy's override is Manual and sets 16 for this pool "
                     "(spec.override.onDemandGpus)",
                 )
             ],
@@ -370,7 +371,22 @@ def above_quota(total: int) -> str:
         pytest.param(
             policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 12}]}),
             [project_doc()],
-            {"a100": 12},
+            {"a100": 8},
+            [
+                Clamp(
+                    "a100",
+                    8,
+                    16,
+                    "the policy's override is Manual and sets 12 for this pool "
+                    "(spec.override.onDemandGpus), 16 in whole nodes of 8",
+                )
+            ],
+            id="a Manual override off whole nodes is rendered in whole nodes, and says so",
+        ),
+        pytest.param(
+            policy_doc(override={"mode": "Manual", "onDemandGpus": [{"pool": "a100", "gpus": 16}]}),
+            [project_doc()],
+            {"a100": 16},
             [],
             id="a target equal to the Manual override is no clamp",
         ),

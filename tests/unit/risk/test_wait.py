@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from controller.risk.deadline import Job
+from controller.risk.deadline import HORIZON_SECONDS, Job
 from controller.risk.wait import estimate_wait
 
 HOUR = 3600.0
 INF = float("inf")
+NEVER = HORIZON_SECONDS
+"""What a wait that cannot end reads as: the model's horizon, never +Inf."""
 
 
 def KNOWN_BUG(  # noqa: N802 - reads as a marker
@@ -101,9 +103,9 @@ def pending(gpus: int, hours: float, sigma: float = 0.0) -> Job:
             1 * HOUR,
             id="16 GPU-h running and 16 GPU-h pending drain through 32 GPUs in 1 h",
         ),
-        pytest.param([], 8, 16, INF, id="a 16-GPU job never fits 8 GPUs"),
-        pytest.param([running(4, 1), pending(4, 1)], 8, 16, INF, id="nor behind pending work"),
-        pytest.param([], 0, 1, INF, id="a queue without capacity never admits anything"),
+        pytest.param([], 8, 16, NEVER, id="a 16-GPU job never fits 8 GPUs"),
+        pytest.param([running(4, 1), pending(4, 1)], 8, 16, NEVER, id="nor behind pending work"),
+        pytest.param([], 0, 1, NEVER, id="a queue without capacity never admits anything"),
     ],
 )
 def test_exact_waits(jobs: list[Job], capacity: float, new_gpus: int, want_seconds: float) -> None:

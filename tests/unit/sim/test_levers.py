@@ -22,11 +22,10 @@ from prometheus_client import CollectorRegistry
 
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
-from controller.decide.mix import whole_nodes
+from controller.capacity import PoolTarget, whole_nodes_within
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.metrics import Metrics
-from controller.render.capacity import PoolTarget
 from controller.render.desired import Rendered, render
 from controller.risk.workloads import WorkloadView
 from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
@@ -204,12 +203,6 @@ def test_an_8_gpu_job_on_an_8_gpu_quota_at_90_percent_spot_has_a_finite_risk() -
     assert slack == [report.estimate.slack_seconds]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RiskModel.waits (controller/risk/model.py) counts 8 spot GPUs at 90 % availability "
-    "as 7.2 fluid ones, and estimate_wait returns +Inf for an 8-GPU job over 7.2 GPUs: "
-    "quartermaster_queue_predicted_wait_seconds is +Inf for this queue",
-)
 def test_no_metric_of_the_gang_job_is_infinite() -> None:
     values = metric_values(gang_plan())
 
@@ -219,9 +212,9 @@ def test_no_metric_of_the_gang_job_is_infinite() -> None:
 @pytest.mark.parametrize("asked", range(9))
 def test_every_split_the_controller_renders_keeps_a_flavor_the_gang_fits(asked: int) -> None:
     """Whatever on-demand GPUs the decision asks for (0..8), the controller rounds them to whole
-    nodes (`whole_nodes`: 0 stays 0, 1..8 become 8), so vision's ClusterQueue has a flavor
+    nodes (`whole_nodes_within`: 0 stays 0, 1..8 become 8), so vision's ClusterQueue has a flavor
     with nominal quota 8: the job can be admitted, and its risk under that split is < 1."""
-    target = whole_nodes(asked, 8, 8)
+    target = whole_nodes_within(asked, 8, 8)
     assert target == (0 if asked == 0 else 8)
     rendered = render(GANG, targets={"a100": PoolTarget(target, pod_sets={"vision": 8})})
 
@@ -244,13 +237,6 @@ def manual(on_demand: int) -> PolicySet:
     return load_policy_set((f"doc{i}", d) for i, d in enumerate(docs))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Manual override off whole nodes reaches the renderer as given, and "
-    "render/capacity.py keeps a pod set whole only by trading on-demand GPUs with other "
-    "projects of the pool: with vision alone, 4 on-demand renders 4 spot / 4 on-demand and "
-    "its 8-GPU pod set fits no flavor",
-)
 @pytest.mark.parametrize("on_demand", range(1, 8))
 def test_a_manual_split_off_whole_nodes_still_keeps_a_flavor_the_gang_fits(
     on_demand: int,

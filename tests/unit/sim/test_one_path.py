@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.api.policy_set import PolicySet
+from controller.capacity import FlavorQuota
 from controller.decide.mix import Action, PoolState
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
@@ -34,7 +35,6 @@ from controller.reconcile.status import (
     pool_states,
     pool_status_entries,
 )
-from controller.render.capacity import FlavorQuota
 from controller.render.kueue import applied_quotas
 from controller.risk.workloads import WorkloadView
 from tests.unit.decide.test_plan import CRUNCH, EXAMPLE, FIXED_NOW, background
