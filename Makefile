@@ -73,11 +73,12 @@ crds: setup ## regenerate manifests/crds/ from controller/api/types.py
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml
 
-bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 500 on a real API server
+bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 500, and 1,000 under churn, on a real API server
 	$(PY) bench/bench_policy.py
 	$(PY) bench/bench_risk.py
 	$(PY) bench/bench_decide.py
 	$(PY) bench/bench_reconcile.py
+	$(PY) bench/bench_scale.py
 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
