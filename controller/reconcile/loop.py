@@ -62,6 +62,27 @@ class LoopOptions:
     discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
 
 
+def wait_before_pass(
+    *,
+    now: float,
+    last_pass_started: float,
+    min_interval_seconds: float,
+    debounce_seconds: float,
+    woken: bool,
+) -> float:
+    """Seconds to wait before the next pass starts (0 when it may start now).
+
+    A wake-up waits the quiet period, so a burst of events costs one pass; any pass waits until
+    `min_interval_seconds` after the last one started, so events arriving all the time cost at
+    most one pass per interval, whatever their rate. A resync or a retry (not woken) waits only
+    for the interval.
+    """
+    wait = last_pass_started + min_interval_seconds - now
+    if woken:
+        wait = max(wait, debounce_seconds)
+    return max(wait, 0.0)
+
+
 class Controller:
     """Runs until `stop` is set; `ready()` and `healthy()` feed the probes."""
 
@@ -196,9 +217,13 @@ class Controller:
     def _pace(self, *, woken: bool) -> None:
         """Wait out the quiet period after a wake-up and the minimum interval between passes;
         the events that arrive meanwhile are all in the snapshot the pass then takes."""
-        wait = self._last_pass_started + self.options.min_pass_interval_seconds - time.monotonic()
-        if woken:
-            wait = max(wait, self.options.debounce_seconds)
+        wait = wait_before_pass(
+            now=time.monotonic(),
+            last_pass_started=self._last_pass_started,
+            min_interval_seconds=self.options.min_pass_interval_seconds,
+            debounce_seconds=self.options.debounce_seconds,
+            woken=woken,
+        )
         if wait > 0:
             self.stop_event.wait(wait)
 

@@ -1,7 +1,8 @@
 """The watch-fed cache against the real API server: a first list in pages, events applied in
 the order the server sends them, a relist on 410, a watch that breaks on a malformed line seen
-(logged, resumed, readiness false until it is back), bookmarks moving a store's version on, and
-passes that read no list once the cache has synced.
+(logged, resumed, readiness false until it is back), bookmarks moving a store's version on,
+passes that read no list once the cache has synced, and steady churn costing passes (and
+status writes) bounded by the minimum interval between passes.
 
 What is real: the API server and etcd, the watch streams they send (bookmarks included), and
 every request the reflectors make, logged with its query by the `ControlledProxy` of
@@ -28,6 +29,7 @@ from controller.kube.cache import Reflector, Source, Store
 from controller.kube.client import KubeClient, WatchEvent
 from controller.testenv.controlplane import ControlPlane
 from tests.faultproxy import ControlledProxy, client_for, list_of, watch_of
+from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_controller_faults import RunningController, options
 from tests.integration.test_fault_convergence import example_policy, wait_until
 from tests.integration.test_reconcile import apply_doc, example_documents
@@ -391,3 +393,54 @@ def test_passes_read_no_list_once_synced_and_a_node_claim_wakes_the_loop(
     assert reads == []
     watched = {r.path for r in proxy.logged() if r.watch}
     assert kinds.NODE_CLAIM.path() in watched
+
+
+# ------------------------------------------------------------------ passes under churn
+CHURNED_PROJECT = "llm-pretrain"
+"""The example project whose namespace (`llm`) the churned Workloads are created in."""
+
+
+def test_steady_churn_costs_passes_bounded_by_the_interval_and_one_status_write_a_pass(
+    kube: KubeClient, proxy: ControlledProxy
+) -> None:
+    """Forty Workloads created 0.1 s apart, each changing the project's pending GPUs: with a
+    minimum of 1 s between pass starts, the churn costs at most one pass a second, and the
+    project's status, which each Workload changes, is written at most once a pass: the
+    changes between two passes are coalesced into one write."""
+    interval = 1.0
+    documents = example_policy()
+    for doc in documents:
+        apply_doc(kube, doc)
+    running = RunningController(
+        client_for(proxy), options(leader_election=False, min_pass_interval_seconds=interval)
+    ).start()
+    status_path = kinds.TRAINING_PROJECT.path(CHURNED_PROJECT) + "/status"
+
+    def pending_gpus() -> int:
+        project = kube.get(kinds.TRAINING_PROJECT, CHURNED_PROJECT)
+        return int(((project or {}).get("status") or {}).get("pendingGpus") or 0)
+
+    try:
+        wait_until(
+            lambda: any(r.writes == 0 for _, r in running.results), "a pass that writes nothing"
+        )
+        churn_started = time.monotonic()
+        for index in range(40):
+            kube.create(kinds.WORKLOAD, deadline_workload(index, deadline=None, prefix="churn"))
+            time.sleep(0.1)  # the load's pace, not a wait for a condition
+        wait_until(lambda: pending_gpus() == 40 * 16, "every churned Workload in the status")
+        settled = time.monotonic()
+        passes = [(t, r) for t, r in list(running.results) if churn_started <= t <= settled]
+    finally:
+        running.stop()
+    assert running.stopped_cleanly()
+    # Passes that ended in the window started no earlier than the longest of them before it,
+    # and pass starts are at least `interval` apart.
+    longest = max(r.seconds for _, r in passes)
+    assert 1 <= len(passes) <= (settled - churn_started + longest) / interval + 1
+    writes = [
+        r
+        for r in proxy.logged()
+        if (r.method, r.path) == ("PATCH", status_path) and churn_started <= r.time <= settled
+    ]
+    assert 1 <= len(writes) <= len(passes) < 40
