@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds golden bench bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds golden bench bench-scale bench-sim soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -79,6 +79,10 @@ bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 
 	$(PY) bench/bench_risk.py
 	$(PY) bench/bench_decide.py
 	$(PY) bench/bench_reconcile.py
+
+SCALE_SECONDS ?= 60
+bench-scale: controlplane ## 1,000 projects, 10,000 Workloads, 10 changes/s for SCALE_SECONDS (60; 600 for the goal)
+	$(PY) bench/bench_scale.py --seconds $(SCALE_SECONDS)
 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py

@@ -211,9 +211,8 @@ def run_controller(plane: ControlPlane) -> Window:
         if thread.ident is not None:
             thread.join(timeout=120)
         QUIET.set()  # the watches are cut next: their failures are expected
-        client.abort_watches()
-        for watcher in controller.watchers:
-            watcher.join(timeout=5)
+        controller.cache.stop()
+        controller.cache.join(timeout=5)
         client.close()
     return Window(took_ready[0], first, passes, requests, seconds)
 

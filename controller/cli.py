@@ -15,6 +15,7 @@ something would change).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ from controller.examples import EXAMPLE_DIR
 from controller.explain import format_explanation, relevant_events
 from controller.health import HealthServer
 from controller.kube import kinds
+from controller.kube.cache import Source, read_sources
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
@@ -259,6 +261,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             renew_deadline_seconds=renew_deadline,
             retry_period_seconds=max(args.lease_duration / 7.5, 0.2),
             resync_seconds=args.resync_seconds,
+            min_pass_interval_seconds=args.min_pass_interval,
         ),
         lease_client=lease_client,
     )
@@ -296,9 +299,11 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if project is None:
                 print(f"TrainingProject {args.project!r} not found", file=err)
                 return EXIT_INVALID
-            policies, _ = client.list(kinds.CAPACITY_POLICY)
-            policy = policies[0] if policies else None
-            events, _ = client.list(kinds.EVENT, namespace=args.events_namespace)
+            policies_from = Source(kinds.CAPACITY_POLICY)
+            events_from = Source(kinds.EVENT, namespace=args.events_namespace)
+            read = read_sources(client, (policies_from, events_from))
+            policy = read[policies_from][0] if read[policies_from] else None
+            events = read[events_from]
         finally:
             client.close()
     except (KubeError, OSError, ValueError) as exc:
@@ -309,6 +314,18 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         format_explanation(project, policy, relevant_events(events, args.project, policy_name))
     )
     return EXIT_OK
+
+
+def _non_negative_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise argparse.ArgumentTypeError(
+            f"invalid seconds {value!r}: expected a finite number >= 0"
+        )
+    return seconds
 
 
 def _seed(value: str) -> int:
@@ -446,6 +463,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--resync-seconds", type=float, default=300.0, help="full resync period (default 300)"
+    )
+    run.add_argument(
+        "--min-pass-interval",
+        type=_non_negative_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="least time from the start of one reconcile pass to the next, so churn (Workloads "
+        "changing all the time) costs at most 60/SECONDS passes a minute (default %(default)s)",
     )
     run.add_argument(
         "--health-address",

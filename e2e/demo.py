@@ -980,9 +980,8 @@ class Demo:
             )
         QUIET.set()  # its watches now fail, as they are cut: expected, not news
         if state is not None:
-            state.client.abort_watches()
-            for watcher in state.controller.watchers:
-                watcher.join(timeout=5)
+            state.controller.cache.stop()
+            state.controller.cache.join(timeout=5)
             state.client.close()
         if self.health is not None:
             self.health.stop()

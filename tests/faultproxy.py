@@ -15,6 +15,13 @@ Usage::
         proxy.inject(lambda method, path: method == "PATCH", status=429, times=2, retry_after=1)
         client.apply(...)  # two 429s from the proxy, then the server's answer
         assert [r.status for r in proxy.requests] == [429, 429, 200]
+
+`ControlledProxy` adds what tests of watches need: faults chosen by the query string too (a
+LIST and a WATCH share a path and differ only in `?watch=true`), cutting one kind's open watch,
+holding a request until the test lets it go (then answering it, or forwarding it), and
+answering a watch with a 200 stream of chosen lines: an `ERROR` event (410 Expired), as the API
+server sends when a watch's resourceVersion has been compacted away, or a line that is not a
+watch event at all.
 """
 
 from __future__ import annotations
@@ -26,22 +33,26 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client as k8s
 
 from controller.kube.client import KubeClient, RetryPolicy
+from controller.kube.kinds import Kind
 from controller.testenv.controlplane import ControlPlane
 
 Match = Callable[[str, str], bool]
 """Chooses the requests a fault answers, from the method and the path (without the query)."""
+QueryMatch = Callable[[str, str, Mapping[str, str]], bool]
+"""Chooses requests from the method, the path and the query string's parameters."""
 
 # Headers that describe one HTTP hop, not the message (RFC 9110 section 7.6.1): the proxy
 # frames each side of the connection itself.
@@ -487,6 +498,200 @@ class _Handler(BaseHTTPRequestHandler):
             # Either side went away mid-response: cut the client off without the final chunk,
             # so it sees a broken stream, not a complete one.
             self.close_connection = True
+
+
+# --------------------------------------------------------------------- a proxy that sees queries
+@dataclass
+class QueryFault:
+    """An answer the proxy gives, instead of the server, to the next `remaining` matches."""
+
+    match: QueryMatch
+    status: int
+    remaining: int
+    retry_after: float | None = None
+    watch_error: bool = False
+    """Answer 200 with one `ERROR` watch event carrying `status`, as the API server does."""
+    hold: threading.Event | None = None
+    """When given, the request waits for it (the test decides when the answer goes out)."""
+    lines: tuple[bytes, ...] = ()
+    """When given, answer 200 with these lines as the watch stream, then end it."""
+    forward: bool = False
+    """Only hold the request: once `hold` is set, it goes on to the server."""
+    answered: list[tuple[str, float]] = field(default_factory=list)
+    """The path of each request it answered, and when that request arrived."""
+    arrived: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def hits(self) -> int:
+        return len(self.answered)
+
+
+class Logged(NamedTuple):
+    method: str
+    path: str
+    watch: bool
+    time: float
+    query: Mapping[str, str] = {}
+
+
+class ControlledProxy(FaultProxy):
+    """The fault proxy, plus faults chosen by query, cutting watches, and held answers.
+
+    The watch requests that pass through are tracked, so a test can cut one kind's watch and
+    leave the others streaming. Every request is logged with its parsed query (`log`).
+    """
+
+    def __init__(self, plane: ControlPlane) -> None:
+        super().__init__(plane.server, token=plane.token, ca_file=plane.ca_file)
+        self._query_faults: list[QueryFault] = []
+        self._open_watches: dict[socket.socket, str] = {}
+        self._log: list[Logged] = []
+        self._control_lock = threading.Lock()
+
+    def start(self) -> ControlledProxy:
+        super().start()
+        assert self._server is not None
+        # Nothing has connected yet: every request is handled by the query-aware handler.
+        self._server.RequestHandlerClass = _ControlledHandler
+        return self
+
+    def close(self) -> None:
+        """Let held requests go first: closing joins every handler thread."""
+        with self._control_lock:
+            holds = [f.hold for f in self._query_faults if f.hold is not None]
+        for hold in holds:
+            hold.set()
+        super().close()
+
+    def inject_query(
+        self,
+        match: QueryMatch,
+        *,
+        status: int = 200,
+        times: int,
+        retry_after: float | None = None,
+        watch_error: bool = False,
+        hold: threading.Event | None = None,
+        lines: tuple[bytes, ...] = (),
+        forward: bool = False,
+    ) -> QueryFault:
+        if forward and hold is None:
+            raise ValueError("forward only makes sense with a hold")
+        fault = QueryFault(match, status, times, retry_after, watch_error, hold, lines, forward)
+        with self._control_lock:
+            self._query_faults.append(fault)
+        return fault
+
+    def cut_watches(self, path: str) -> int:
+        """Close the client side of every open watch on `path`; how many were cut."""
+        with self._control_lock:
+            sockets = [s for s, p in self._open_watches.items() if p == path]
+        for sock in sockets:
+            _shutdown(sock)
+        return len(sockets)
+
+    def arrivals(self, method: str, path: str, *, watch: bool) -> list[float]:
+        """When each request of `method` on `path` (a watch or not) arrived, in order."""
+        return [r.time for r in self.log(method, path, watch=watch)]
+
+    def log(self, method: str, path: str, *, watch: bool) -> list[Logged]:
+        """Each request of `method` on `path` (a watch or not), in order of arrival."""
+        return [r for r in self.logged() if (r.method, r.path, r.watch) == (method, path, watch)]
+
+    def logged(self) -> list[Logged]:
+        """Every request received so far, in order of arrival."""
+        with self._control_lock:
+            return list(self._log)
+
+    # ----------------------------------------------------------------- for the handler
+    def _take_query_fault(
+        self, method: str, path: str, query: Mapping[str, str], received: float
+    ) -> QueryFault | None:
+        with self._control_lock:
+            self._log.append(
+                Logged(method, path, query.get("watch") == "true", received, dict(query))
+            )
+            for fault in self._query_faults:
+                if fault.remaining > 0 and fault.match(method, path, query):
+                    fault.remaining -= 1
+                    fault.answered.append((path, received))
+                    fault.arrived.set()
+                    return fault
+        return None
+
+    @contextmanager
+    def _tracked_watch(self, connection: socket.socket, path: str) -> Iterator[None]:
+        with self._control_lock:
+            self._open_watches[connection] = path
+        try:
+            yield
+        finally:
+            with self._control_lock:
+                self._open_watches.pop(connection, None)
+
+
+class _ControlledHandler(_Handler):
+    def _handle(self) -> None:
+        proxy = self.server.proxy
+        assert isinstance(proxy, ControlledProxy)
+        received = time.monotonic()
+        path, _, raw_query = self.path.partition("?")
+        query = dict(parse_qsl(raw_query))
+        fault = proxy._take_query_fault(self.command, path, query, received)
+        if fault is not None and fault.forward:
+            assert fault.hold is not None
+            fault.hold.wait()
+            fault = None
+        if fault is None:
+            if query.get("watch") == "true":
+                with proxy._tracked_watch(self.connection, path):
+                    super()._handle()
+            else:
+                super()._handle()
+            return
+        self._read_body()
+        if fault.hold is not None:
+            fault.hold.wait()
+        if fault.watch_error:
+            proxy._record(self.command, path, 200, received)
+            event = {
+                "type": "ERROR",
+                "object": status_body(fault.status, message="too old resource version: 1 (2)"),
+            }
+            self._answer_stream((json.dumps(event).encode(),))
+        elif fault.lines:
+            proxy._record(self.command, path, 200, received)
+            self._answer_stream(fault.lines)
+        else:
+            proxy._record(self.command, path, fault.status, received)
+            self._answer(Fault(None, fault.status, 0, fault.retry_after))
+
+    def _answer_stream(self, lines: tuple[bytes, ...]) -> None:
+        """200, the lines (each a chunk), end of stream: how a watch ends that the server ends."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for line in lines:
+            chunk = line + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+
+def watch_of(kind: Kind, namespace: str | None = None) -> QueryMatch:
+    collection = kind.path(namespace=namespace)
+    return lambda method, path, query: (
+        method == "GET" and path == collection and query.get("watch") == "true"
+    )
+
+
+def list_of(kind: Kind, namespace: str | None = None) -> QueryMatch:
+    collection = kind.path(namespace=namespace)
+    return lambda method, path, query: (
+        method == "GET" and path == collection and query.get("watch") != "true"
+    )
 
 
 # --------------------------------------------------------------------- clients of the proxy

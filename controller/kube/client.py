@@ -33,9 +33,9 @@ from tenacity import (
     stop_after_delay,
     stop_any,
 )
-from tenacity.stop import stop_base
 
 from controller import names
+from controller.backoff import stop_when_set
 from controller.kube.kinds import Kind
 
 log = structlog.get_logger(__name__)
@@ -43,16 +43,6 @@ log = structlog.get_logger(__name__)
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-class _Cancelled(stop_base):
-    """Stop retrying once the client is cancelled (the controller is shutting down)."""
-
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.event.is_set()
 
 
 class KubeError(Exception):
@@ -135,6 +125,19 @@ class WatchEvent:
     object: dict[str, Any]
 
 
+def _watch_event(kind: Kind, line: bytes) -> dict[str, Any]:
+    """One line of a watch stream as a JSON object, or a retryable KubeError saying why not."""
+    try:
+        event = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise KubeError(
+            f"watch {kind.kind}: malformed event ({exc}): {line[:120]!r}", reason="Malformed"
+        ) from exc
+    if not isinstance(event, dict) or not isinstance(event.get("object") or {}, dict):
+        raise KubeError(f"watch {kind.kind}: not a watch event: {line[:120]!r}", reason="Malformed")
+    return event
+
+
 def _retry_after(response: Any) -> float | None:
     value = response.headers.get("Retry-After") if response is not None else None
     try:
@@ -164,6 +167,7 @@ class KubeClient:
         """Set on shutdown: retries stop at once instead of running out their deadline."""
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._streams_lock = threading.Lock()
+        self._watches_closed = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -208,12 +212,14 @@ class KubeClient:
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     def abort_watches(self) -> None:
-        """Cut every open watch stream, so a stopping controller does not hold the server.
+        """Cut every open watch stream, and refuse new ones: the client is shutting down.
 
         A watch otherwise ends only when the server sends something or its timeout passes, and
-        an API server that is asked to stop waits for open watches.
+        an API server that is asked to stop waits for open watches. A watch whose request was
+        on its way while this ran is refused when its answer comes, not left open for minutes.
         """
         with self._streams_lock:
+            self._watches_closed = True
             streams = list(self._streams)
             self._streams.clear()
         for response in streams:
@@ -257,8 +263,11 @@ class KubeClient:
             raise KubeError(f"{method} {path}: connection failed: {exc}") from exc
         if stream and 200 <= response.status < 300:
             with self._streams_lock:
-                self._streams.add(response.response)
-            return response.response
+                if not self._watches_closed:
+                    self._streams.add(response.response)
+                    return response.response
+            response.response.close()
+            raise KubeError(f"{method} {path}: watches are closed: the client is shutting down")
         data = response.read()  # type: ignore[no-untyped-call]
         text = data.decode("utf-8", errors="replace") if data else ""
         try:
@@ -314,7 +323,7 @@ class KubeClient:
             retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.retryable),
             wait=self._wait,
             stop=stop_any(
-                stop_after_delay(self.retry.max_delay_seconds), _Cancelled(self.cancelled)
+                stop_after_delay(self.retry.max_delay_seconds), stop_when_set(self.cancelled)
             ),
             sleep=self._sleep,
             before_sleep=self._log_retry,
@@ -338,15 +347,37 @@ class KubeClient:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        page_size: int | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        """Items (with apiVersion and kind filled in) and the list's resourceVersion."""
-        query = {"labelSelector": label_selector} if label_selector else None
-        result = self.request("GET", kind.path(namespace=namespace), query=query)
-        items: list[dict[str, Any]] = result.get("items") or []
+        """Items (with apiVersion and kind filled in) and the list's resourceVersion.
+
+        With `page_size`, the collection comes in pages of that many (`limit` and `continue`),
+        so the API server never builds one response of every Workload in the cluster; all
+        pages are read at the first page's resourceVersion, so they add up to one consistent
+        list. An expired `continue` token (the list took longer than the server keeps its
+        snapshot) is a 410: the caller lists again from the start.
+        """
+        query: dict[str, str] = {}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if page_size:
+            query["limit"] = str(page_size)
+        items: list[dict[str, Any]] = []
+        resource_version: str | None = None
+        while True:
+            result = self.request("GET", kind.path(namespace=namespace), query=query or None)
+            items.extend(result.get("items") or [])
+            meta = result.get("metadata") or {}
+            if resource_version is None:
+                resource_version = str(meta.get("resourceVersion", ""))
+            token = meta.get("continue")
+            if not page_size or not token:
+                break
+            query["continue"] = str(token)
         for item in items:
             item.setdefault("apiVersion", kind.api_version)
             item.setdefault("kind", kind.kind)
-        return items, str(result.get("metadata", {}).get("resourceVersion", ""))
+        return items, resource_version or ""
 
     def apply(
         self,
@@ -411,11 +442,14 @@ class KubeClient:
         label_selector: str | None = None,
         namespace: str | None = None,
         stop: Callable[[], bool] = lambda: False,
+        opened: Callable[[], None] = lambda: None,
     ) -> Generator[WatchEvent, None, None]:
         """Events after `resource_version` until the server ends the watch or `stop()`.
 
-        Raises KubeError with `gone` true when the version is too old (relist), and with
-        `retryable` true when the connection failed (retry after a pause).
+        `opened()` is called once the server has accepted the watch (answered 200), before the
+        first event. Raises KubeError with `gone` true when the version is too old (relist),
+        and with `retryable` true when the connection failed or the stream carried a line that
+        is not a watch event (watch again after a pause).
         """
         query = {
             "watch": "true",
@@ -432,6 +466,7 @@ class KubeClient:
             timeout=(10.0, timeout_seconds + 10.0),
             stream=True,
         )
+        opened()
         buffer = b""
         try:
             for chunk in response.stream(4096, decode_content=True):
@@ -442,7 +477,7 @@ class KubeClient:
                     line, buffer = buffer.split(b"\n", 1)
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = _watch_event(kind, line)
                     obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
                         code = int(obj.get("code") or 0)

@@ -1,15 +1,20 @@
-"""The controller process: watches wake a level-triggered loop that reconciles while it leads.
+"""The controller process: a watch-fed cache wakes a loop that reconciles while it leads.
 
-Any change to a policy object, a managed object or a Workload wakes the loop; after a short
-quiet period (so a burst of events costs one pass) it re-derives the whole desired state. A
-periodic resync catches anything a watch missed. Failed passes back off exponentially with
+The cache (controller/kube/cache.py) keeps every collection a pass reads current through
+list-and-watch, and any change it sees wakes the loop. A pass then works on one snapshot of the
+cache, sending no request to read, and re-derives the whole desired state from it (it is
+level-triggered: which event woke it does not matter). Passes are paced: a short quiet period
+after a wake-up, so a burst of events costs one pass, and at least `min_pass_interval_seconds`
+from the start of one pass to the start of the next, so steady churn costs a bounded number of
+passes a minute however fast the events come, and so do the status writes that follow churn (at
+most one per object a pass, and none for estimate noise: see `status_changed`). A periodic
+resync runs a pass even when nothing woke the loop. Failed passes back off exponentially with
 jitter up to a minute, so an unreachable API server is never hammered. Only the replica holding
-the Lease reconciles; the others keep their watches warm and take over within a lease duration.
+the Lease reconciles; the others keep their cache warm and take over within a lease duration.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -17,14 +22,21 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from controller import names
+from controller.backoff import Backoff, jittered, stop_when_set
 from controller.history import HistoryReader
-from controller.kube import kinds
+from controller.kube.cache import (
+    DEFAULT_DISCOVERY_SECONDS,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_WATCH_SECONDS,
+    Cache,
+    controller_sources,
+)
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
 from controller.kube.leader import LeaderElector, utc_now
-from controller.kube.watch import Watcher
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
 
@@ -42,7 +54,33 @@ class LoopOptions:
     retry_period_seconds: float = 2.0
     resync_seconds: float = 300.0
     debounce_seconds: float = 0.3
+    min_pass_interval_seconds: float = 2.0
+    """From the start of one pass to the start of the next: at most 30 passes a minute."""
     max_backoff_seconds: float = 60.0
+    page_size: int = DEFAULT_PAGE_SIZE
+    watch_seconds: int = DEFAULT_WATCH_SECONDS
+    discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
+
+
+def wait_before_pass(
+    *,
+    now: float,
+    last_pass_started: float,
+    min_interval_seconds: float,
+    debounce_seconds: float,
+    woken: bool,
+) -> float:
+    """Seconds to wait before the next pass starts (0 when it may start now).
+
+    A wake-up waits the quiet period, so a burst of events costs one pass; any pass waits until
+    `min_interval_seconds` after the last one started, so events arriving all the time cost at
+    most one pass per interval, whatever their rate. A resync or a retry (not woken) waits only
+    for the interval.
+    """
+    wait = last_pass_started + min_interval_seconds - now
+    if woken:
+        wait = max(wait, debounce_seconds)
+    return max(wait, 0.0)
 
 
 class Controller:
@@ -73,7 +111,9 @@ class Controller:
         self._wake = threading.Event()
         self._synced_once = False
         self._last_loop = time.monotonic()
+        self._last_pass_started = float("-inf")
         self._retry_at: float | None = None
+        self._backoff = Backoff(initial=1.0, maximum=options.max_backoff_seconds)
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
@@ -92,6 +132,14 @@ class Controller:
         )
         self.metrics = Metrics()
         self.history = HistoryReader()
+        self.cache = Cache(
+            client,
+            controller_sources(options.namespace),
+            notify=self._notify,
+            page_size=options.page_size,
+            watch_seconds=options.watch_seconds,
+            discovery_seconds=options.discovery_seconds,
+        )
         self.reconciler = Reconciler(
             client,
             namespace=options.namespace,
@@ -100,19 +148,23 @@ class Controller:
             metrics=self.metrics,
             history=self.history,
             wall_clock=wall_clock,
+            record=self.cache.record,
         )
-        self.watchers: list[Watcher] = []
 
     # ------------------------------------------------------------------ state
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
 
     def ready(self) -> tuple[bool, str]:
+        """Ready: every store synced (listed, its watch up), and as leader a pass done."""
         if self.is_leader():
-            if self._synced_once:
-                return True, "leading; synced"
-            return False, "leading; first sync not done"
-        if self.watchers and all(w.synced.is_set() for w in self.watchers):
+            if not self._synced_once:
+                return False, "leading; first sync not done"
+            stale = self.cache.unsynced()
+            if stale:
+                return False, f"leading; watches not synced: {', '.join(stale)}"
+            return True, "leading; synced"
+        if self.cache.synced():
             return True, "standby; watches synced"
         return False, "standby; watches not synced"
 
@@ -125,76 +177,70 @@ class Controller:
     def _notify(self, _kind: str) -> None:
         self._wake.set()
 
-    def _start_watchers(self) -> None:
-        served = self.client.served_group_versions()
-        watched: list[tuple[kinds.Kind, str | None]] = [
-            (kinds.CAPACITY_POLICY, None),
-            (kinds.TRAINING_PROJECT, None),
-            (kinds.WORKLOAD, None),
-            *((k, names.MANAGED_SELECTOR) for k in kinds.MANAGED_KINDS),
-        ]
-        for kind, selector in watched:
-            if kind.group_version not in served:
-                log.warning("kind_not_served", kind=kind.kind, group_version=kind.group_version)
-                continue
-            watcher = Watcher(
-                self.client,
-                kind,
-                notify=self._notify,
-                stop=self.stop_event,
-                label_selector=selector,
-                namespace=(
-                    self.options.namespace if kind in kinds.CONTROLLER_NAMESPACE_KINDS else None
-                ),
-            )
-            watcher.start()
-            self.watchers.append(watcher)
-
     def run(self) -> None:
         log.info(
             "controller_starting",
             identity=self.options.identity,
             leader_election=self.options.leader_election,
         )
-        self._start_with_retry(self._start_watchers)
+        self._start_cache()
         if self.elector is not None:
             self.elector.start()
-        backoff = 1.0
         self._wake.set()
         try:
             while not self.stop_event.is_set():
                 self._last_loop = time.monotonic()
-                timeout = self.options.resync_seconds
-                if self._retry_at is not None:
-                    timeout = max(0.0, min(timeout, self._retry_at - time.monotonic()))
-                woken = self._wake.wait(timeout=timeout)
+                woken = self._wake.wait(timeout=self._until_due())
                 if self.stop_event.is_set():
                     break
-                if woken:
-                    self.stop_event.wait(self.options.debounce_seconds)
+                self._pace(woken=woken)
                 self._wake.clear()
                 leading = self.is_leader()
                 self.metrics.leader.set(1.0 if leading else 0.0)
                 if not leading:
                     self.metrics.forget_plan()
                     continue
-                backoff = self._pass(backoff)
+                if not self.cache.listed():
+                    continue  # the last store's first list wakes the loop again
+                self._pass()
         finally:
             self.shutdown()
 
-    def _pass(self, backoff: float) -> float:
-        """One reconcile pass as leader; returns the backoff for the next failure."""
+    def _until_due(self) -> float:
+        """Seconds until a pass is due with no wake-up: the resync, or the retry of a pass
+        the server refused part of."""
+        timeout = self.options.resync_seconds
+        if self._retry_at is not None:
+            timeout = max(0.0, min(timeout, self._retry_at - time.monotonic()))
+        return timeout
+
+    def _pace(self, *, woken: bool) -> None:
+        """Wait out the quiet period after a wake-up and the minimum interval between passes;
+        the events that arrive meanwhile are all in the snapshot the pass then takes."""
+        wait = wait_before_pass(
+            now=time.monotonic(),
+            last_pass_started=self._last_pass_started,
+            min_interval_seconds=self.options.min_pass_interval_seconds,
+            debounce_seconds=self.options.debounce_seconds,
+            woken=woken,
+        )
+        if wait > 0:
+            self.stop_event.wait(wait)
+
+    def _pass(self) -> None:
+        """One reconcile pass as leader, on a snapshot of the cache."""
         started = time.monotonic()
+        self._last_pass_started = started
         try:
-            result = self.reconciler.reconcile()
+            result = self.reconciler.reconcile(self.cache.snapshot())
         except NotLeaderError:
             log.warning("leadership_lost_mid_reconcile")
-            return backoff
+            return
         except Exception as exc:  # the top of the loop: log, back off, go on
             # A bug hit by one object's content must not stop the controller for every team;
             # KubeErrors are the expected kind, anything else is logged with its traceback.
             self.metrics.reconcile_errors_total.inc()
-            delay = backoff + random.uniform(0, backoff / 2)
+            delay = self._backoff.next_delay()
             if isinstance(exc, KubeError):
                 log.error(
                     "reconcile_failed", error=str(exc)[:300], retry_in_seconds=round(delay, 2)
@@ -205,39 +251,46 @@ class Controller:
                 self.on_error(exc)
             self.stop_event.wait(delay)
             self._wake.set()
-            return min(backoff * 2, self.options.max_backoff_seconds)
+            return
         if result.failed:
             # Objects the server refused (or could not find while it restarted) are retried
-            # with backoff, not left for the next resync.
-            delay = backoff + random.uniform(0, backoff / 2)
+            # with backoff, not left for the next resync; wake-ups are still answered meanwhile.
+            delay = self._backoff.next_delay()
             log.warning(
                 "reconcile_incomplete", failed=len(result.failed), retry_in_seconds=round(delay, 2)
             )
             self._retry_at = time.monotonic() + delay
-            backoff = min(backoff * 2, self.options.max_backoff_seconds)
         else:
             self._retry_at = None
-            backoff = 1.0
+            self._backoff.reset()
         self._synced_once = True
         self.metrics.reconcile_duration_seconds.observe(time.monotonic() - started)
         self.metrics.last_successful_reconcile_timestamp_seconds.set(time.time())
         if self.on_result:
             self.on_result(result)
-        return backoff
 
-    def _start_with_retry(self, start: Callable[[], None]) -> None:
-        backoff = 1.0
-        while not self.stop_event.is_set():
-            try:
-                start()
-                return
-            except KubeError as exc:
-                log.error("startup_failed", error=str(exc)[:300], retry_in_seconds=backoff)
-                self.stop_event.wait(backoff)
-                backoff = min(backoff * 2, self.options.max_backoff_seconds)
+    def _start_cache(self) -> None:
+        """Start the cache (its first step, discovery, can fail), retrying until stopped."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(KubeError),
+            wait=jittered(1.0, self.options.max_backoff_seconds),
+            stop=stop_when_set(self.stop_event),
+            sleep=self._sleep,
+            before_sleep=_log_startup_failure,
+            reraise=True,
+        )
+        try:
+            retrying(self.cache.start)
+        except KubeError:
+            if not self.stop_event.is_set():
+                raise
+
+    def _sleep(self, seconds: float) -> None:
+        self.stop_event.wait(seconds)
 
     def stop(self) -> None:
         self.stop_event.set()
+        self.cache.stop_event.set()  # a watch cut from here on is no failure to report
         self._wake.set()
         # Requests in their retry loop give up now; SIGTERM must not wait out a 30 s deadline.
         self.client.cancelled.set()
@@ -246,10 +299,14 @@ class Controller:
 
     def shutdown(self) -> None:
         self.stop_event.set()
-        self.client.abort_watches()
-        deadline = time.monotonic() + 5
-        for watcher in self.watchers:
-            watcher.join(timeout=max(deadline - time.monotonic(), 0.0))
+        self.cache.stop()
+        self.cache.join(timeout=5)
         if self.elector is not None:
             self.elector.stop(release=True)
         log.info("controller_stopped", identity=self.options.identity)
+
+
+def _log_startup_failure(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    delay = state.next_action.sleep if state.next_action else 0.0
+    log.error("startup_failed", error=str(error)[:300], retry_in_seconds=round(delay, 2))

@@ -1,6 +1,7 @@
-"""One level-triggered pass: read everything, derive the whole desired state, converge.
+"""One level-triggered pass: from what is observed, derive the whole desired state, converge.
 
-The shell around the pure core (validation, rendering, the plan, status): it reads the cluster,
+The shell around the pure core (validation, rendering, the plan, status): it takes what the
+cluster holds (the loop's cache snapshot, or one list of each collection when run on its own),
 calls the core, and carries out the plan with server-side apply under one field manager. It
 writes only what differs, prunes only objects carrying our label, never prunes a queue that
 workloads still use, and never touches anything while the policy is invalid. Every write first
@@ -26,6 +27,7 @@ from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.history import HistoryReader
 from controller.kube import kinds
+from controller.kube.cache import Observed, read_cluster
 from controller.kube.client import KubeClient, KubeError
 from controller.metrics import BINDING_REASONS, Metrics
 from controller.reconcile.diff import (
@@ -73,18 +75,6 @@ class EventSink(Protocol):
         action: str,
         note: str,
     ) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class Observed:
-    """Everything one pass reads from the cluster."""
-
-    served: frozenset[str]
-    policies: tuple[KubeObject, ...]
-    projects: tuple[KubeObject, ...]
-    managed: tuple[KubeObject, ...]
-    workloads: tuple[KubeObject, ...]
-    node_claims: tuple[KubeObject, ...] = ()
 
 
 @dataclass
@@ -179,15 +169,25 @@ def plan_against_cluster(
     namespace: str = names.DEFAULT_NAMESPACE,
     now: float | None = None,
 ) -> tuple[Plan, tuple[str, ...]]:
-    """What applying the policy would change, reading the cluster and writing nothing.
+    """What applying the policy would change, reading the cluster once and writing nothing."""
+    return plan_against(
+        read_cluster(client, namespace=namespace),
+        policy_set,
+        namespace=namespace,
+        now=time.time() if now is None else now,
+    )
+
+
+def plan_against(
+    observed: Observed, policy_set: PolicySet, *, namespace: str, now: float
+) -> tuple[Plan, tuple[str, ...]]:
+    """What applying the policy to what is observed would change.
 
     The controller's own pass with the mix frozen where it last decided (kept in the live
     policy's status): so a raise the controller made is not shown as drift, and the objects
     are exactly those the controller would apply now. Returns the plan and the kinds the
     cluster does not serve (skipped, as the controller would skip them).
     """
-    reader = Reconciler(client, namespace=namespace, may_write=lambda: False)
-    observed = reader.observe()
     policy = policy_set.policy
     frozen = replace(
         policy,
@@ -198,7 +198,7 @@ def plan_against_cluster(
         observation(
             observed,
             frozen_set,
-            now=time.time() if now is None else now,
+            now=now,
             namespace=namespace,
             history=History(),
         )
@@ -293,7 +293,10 @@ class Reconciler:
         metrics: Metrics | None = None,
         history: HistoryReader | None = None,
         seed: int = 0,
+        record: Callable[[kinds.Kind, KubeObject], None] | None = None,
     ) -> None:
+        """`record` gets each object as the server answered a write of it (the loop's cache
+        keeps it, so the next pass sees this one's writes before their watch events)."""
         self.client = client
         self.namespace = namespace
         self.events = events
@@ -302,48 +305,13 @@ class Reconciler:
         self.metrics = metrics
         self.history = history
         self.seed = seed
+        self.record = record
         self._finished_seen: set[tuple[str, str]] = set()
-        self._served_before: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
-        served = frozenset(self.client.served_group_versions())
-        relevant = {k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD)}
-        vanished = (self._served_before - served) & relevant
-        if vanished:
-            # Right after an API server restart, discovery can list only some groups for a
-            # moment. Acting on that would report kinds as gone; try the pass again instead.
-            raise KubeError(
-                f"discovery lost {', '.join(sorted(vanished))} since the last pass; "
-                "retrying rather than acting on a partial view",
-                status=503,
-            )
-        self._served_before = served
-        policies, _ = self.client.list(kinds.CAPACITY_POLICY)
-        projects, _ = self.client.list(kinds.TRAINING_PROJECT)
-        managed: list[KubeObject] = []
-        for kind in kinds.MANAGED_KINDS:
-            if kind.group_version in served:
-                items, _ = self.client.list(
-                    kind,
-                    namespace=self.namespace if kind in kinds.CONTROLLER_NAMESPACE_KINDS else None,
-                    label_selector=names.MANAGED_SELECTOR,
-                )
-                managed.extend(items)
-        workloads: list[KubeObject] = []
-        if kinds.WORKLOAD.group_version in served:
-            workloads, _ = self.client.list(kinds.WORKLOAD)
-        claims: list[KubeObject] = []
-        if kinds.NODE_CLAIM.group_version in served:
-            claims, _ = self.client.list(kinds.NODE_CLAIM)
-        return Observed(
-            served,
-            tuple(policies),
-            tuple(projects),
-            tuple(managed),
-            tuple(workloads),
-            tuple(claims),
-        )
+        """One list of each collection a pass reads: for a Reconciler run without the loop."""
+        return read_cluster(self.client, namespace=self.namespace)
 
     # ------------------------------------------------------------------ decide
     def _decide(
@@ -401,9 +369,11 @@ class Reconciler:
         return plan, queued
 
     # ------------------------------------------------------------------ the pass
-    def reconcile(self) -> ReconcileResult:
+    def reconcile(self, observed: Observed | None = None) -> ReconcileResult:
+        """One pass over `observed` (the loop's snapshot), or over one fresh read of it all."""
         started = time.monotonic()
-        observed = self.observe()
+        if observed is None:
+            observed = self.observe()
         validation = validate_cluster(observed.policies, observed.projects)
         result = ReconcileResult(
             policy=validation.policy_name,
@@ -628,7 +598,12 @@ class Reconciler:
             self._guard()
             try:
                 # Applying no annotations under our own field manager removes the ones we set.
-                self.client.apply(kinds.WORKLOAD, body, field_manager=names.BOOST_FIELD_MANAGER)
+                self._recorded(
+                    kinds.WORKLOAD,
+                    self.client.apply(
+                        kinds.WORKLOAD, body, field_manager=names.BOOST_FIELD_MANAGER
+                    ),
+                )
             except KubeError as exc:
                 if exc.retryable:
                     raise
@@ -640,10 +615,19 @@ class Reconciler:
 
     def _apply(self, obj: KubeObject) -> None:
         kind = kinds.kind_of(obj)
-        self.client.apply(kind, with_last_applied(obj), field_manager=names.FIELD_MANAGER)
+        self._recorded(
+            kind, self.client.apply(kind, with_last_applied(obj), field_manager=names.FIELD_MANAGER)
+        )
 
     def _hand_over(self, body: KubeObject) -> None:
-        self.client.apply(kinds.kind_of(body), body, field_manager=names.INITIAL_FIELD_MANAGER)
+        kind = kinds.kind_of(body)
+        self._recorded(
+            kind, self.client.apply(kind, body, field_manager=names.INITIAL_FIELD_MANAGER)
+        )
+
+    def _recorded(self, kind: kinds.Kind, written: KubeObject) -> None:
+        if self.record is not None and written:
+            self.record(kind, written)
 
     # ------------------------------------------------------------------ status
     def _write_status(self, kind: kinds.Kind, live: KubeObject, status: dict[str, Any]) -> bool:
@@ -657,9 +641,14 @@ class Reconciler:
             "status": status,
         }
         try:
-            self.client.apply(kind, body, field_manager=names.FIELD_MANAGER, subresource="status")
+            self._recorded(
+                kind,
+                self.client.apply(
+                    kind, body, field_manager=names.FIELD_MANAGER, subresource="status"
+                ),
+            )
         except KubeError as exc:
-            if exc.not_found:  # deleted since we listed it
+            if exc.not_found:  # deleted since we read it
                 return False
             raise
         return True

@@ -44,6 +44,7 @@ CLEANED_KINDS = (
     kinds.CAPACITY_POLICY,
     kinds.TRAINING_PROJECT,
     kinds.WORKLOAD,
+    kinds.NODE_CLAIM,
     kinds.LEASE,
     kinds.EVENT,
     *kinds.MANAGED_KINDS,

@@ -105,11 +105,10 @@ class RunningController:
         if self.thread.is_alive():
             self.thread.join(timeout)
         self.client.close()
-        for watcher in self.controller.watchers:
-            watcher.join(10)
+        self.controller.cache.join(10)
 
     def stopped_cleanly(self) -> bool:
-        alive = [t.name for t in (self.thread, *self.controller.watchers) if t.is_alive()]
+        alive = [t.name for t in (self.thread, *self.controller.cache.threads()) if t.is_alive()]
         return alive == [] and self.crashed == []
 
     def results_since(self, moment: float) -> list[ReconcileResult]:

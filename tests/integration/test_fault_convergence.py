@@ -14,10 +14,10 @@ makes a policy change (a quota edit and a new project), and then proves two thin
 
 What is real: etcd and the API server (stopped, killed and restarted as processes), the
 upstream Kueue, Karpenter and KEDA schemas, every request the controller sends. The other
-faults come from a `ControlledProxy`, the fault proxy of tests/faultproxy.py extended here to
-see the query string (a LIST and a WATCH share a path), to cut one kind's open watch, to hold a
-request until the test lets it go, and to answer a watch with an `ERROR` event (410 Expired) in
-a 200 stream, as the API server does when a watch's resourceVersion has been compacted away.
+faults come from the `ControlledProxy` of tests/faultproxy.py, which sees the query string (a
+LIST and a WATCH share a path), cuts one kind's open watch, holds a request until the test lets
+it go, and answers a watch with an `ERROR` event (410 Expired) in a 200 stream, as the API
+server does when a watch's resourceVersion has been compacted away.
 Prometheus is down in every test (the policy points at a closed loopback port), as a dead
 Prometheus looks to the controller. Stand-ins: Lease and Event are custom resources on the
 CRD-only test server; apps/v1 is not served there, so warm-pool Deployments are left out of
@@ -34,16 +34,13 @@ adds a change right after); Prometheus going down after it was up, with a real P
 from __future__ import annotations
 
 import copy
-import json
-import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-from urllib.parse import parse_qsl
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -53,6 +50,7 @@ from controller.api.policy_set import PolicySet
 from controller.decide.mix import Action, Reason
 from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
+from controller.kube.cache import Reflector
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
 from controller.reconcile.diff import is_subset, ref, show_ref
@@ -60,7 +58,7 @@ from controller.reconcile.reconciler import plan_against_cluster
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
 from controller.testenv.controlplane import ControlPlane, free_ports
-from tests.faultproxy import Fault, FaultProxy, _Handler, _shutdown, client_for, status_body
+from tests.faultproxy import ControlledProxy, client_for, watch_of
 from tests.integration.conftest import CLEANED_KINDS, new_client
 from tests.integration.test_controller_faults import RunningController, live_managed, options
 from tests.integration.test_metrics_prometheus import policy_documents, workload
@@ -73,8 +71,6 @@ POLICY = "gpu-fleet"
 GPU = "nvidia.com/gpu"
 
 Documents = list[dict[str, Any]]
-QueryMatch = Callable[[str, str, Mapping[str, str]], bool]
-"""Chooses requests from the method, the path and the query string's parameters."""
 
 
 # ------------------------------------------------------------------ waiting
@@ -92,168 +88,6 @@ def wait_until(
         if time.monotonic() > deadline:
             pytest.fail(f"not within {timeout:g} s: {what}\n{explain()}")
         time.sleep(poll)
-
-
-# ------------------------------------------------------------------ a proxy that sees queries
-@dataclass
-class QueryFault:
-    """An answer the proxy gives, instead of the server, to the next `remaining` matches."""
-
-    match: QueryMatch
-    status: int
-    remaining: int
-    retry_after: float | None = None
-    watch_error: bool = False
-    """Answer 200 with one `ERROR` watch event carrying `status`, as the API server does."""
-    hold: threading.Event | None = None
-    """When given, the request waits for it (the test decides when the answer goes out)."""
-    answered: list[tuple[str, float]] = field(default_factory=list)
-    """The path of each request it answered, and when that request arrived."""
-    arrived: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def hits(self) -> int:
-        return len(self.answered)
-
-
-class Logged(NamedTuple):
-    method: str
-    path: str
-    watch: bool
-    time: float
-
-
-class ControlledProxy(FaultProxy):
-    """The fault proxy, plus faults chosen by query, cutting watches, and held answers.
-
-    A LIST and a WATCH of a kind share a path and differ only in `?watch=true`, which the base
-    proxy's matchers do not see; the watch requests that pass through are tracked, so a test
-    can cut one kind's watch and leave the others streaming.
-    """
-
-    def __init__(self, plane: ControlPlane) -> None:
-        super().__init__(plane.server, token=plane.token, ca_file=plane.ca_file)
-        self._query_faults: list[QueryFault] = []
-        self._open_watches: dict[socket.socket, str] = {}
-        self._log: list[Logged] = []
-        self._control_lock = threading.Lock()
-
-    def start(self) -> ControlledProxy:
-        super().start()
-        assert self._server is not None
-        # Nothing has connected yet: every request is handled by the query-aware handler.
-        self._server.RequestHandlerClass = _ControlledHandler
-        return self
-
-    def close(self) -> None:
-        """Let held requests go first: closing joins every handler thread."""
-        with self._control_lock:
-            holds = [f.hold for f in self._query_faults if f.hold is not None]
-        for hold in holds:
-            hold.set()
-        super().close()
-
-    def inject_query(
-        self,
-        match: QueryMatch,
-        *,
-        status: int,
-        times: int,
-        retry_after: float | None = None,
-        watch_error: bool = False,
-        hold: threading.Event | None = None,
-    ) -> QueryFault:
-        fault = QueryFault(match, status, times, retry_after, watch_error, hold)
-        with self._control_lock:
-            self._query_faults.append(fault)
-        return fault
-
-    def cut_watches(self, path: str) -> int:
-        """Close the client side of every open watch on `path`; how many were cut."""
-        with self._control_lock:
-            sockets = [s for s, p in self._open_watches.items() if p == path]
-        for sock in sockets:
-            _shutdown(sock)
-        return len(sockets)
-
-    def arrivals(self, method: str, path: str, *, watch: bool) -> list[float]:
-        """When each request of `method` on `path` (a watch or not) arrived, in order."""
-        with self._control_lock:
-            return [
-                r.time for r in self._log if (r.method, r.path, r.watch) == (method, path, watch)
-            ]
-
-    # ----------------------------------------------------------------- for the handler
-    def _take_query_fault(
-        self, method: str, path: str, query: Mapping[str, str], received: float
-    ) -> QueryFault | None:
-        with self._control_lock:
-            self._log.append(Logged(method, path, query.get("watch") == "true", received))
-            for fault in self._query_faults:
-                if fault.remaining > 0 and fault.match(method, path, query):
-                    fault.remaining -= 1
-                    fault.answered.append((path, received))
-                    fault.arrived.set()
-                    return fault
-        return None
-
-    @contextmanager
-    def _tracked_watch(self, connection: socket.socket, path: str) -> Iterator[None]:
-        with self._control_lock:
-            self._open_watches[connection] = path
-        try:
-            yield
-        finally:
-            with self._control_lock:
-                self._open_watches.pop(connection, None)
-
-
-class _ControlledHandler(_Handler):
-    def _handle(self) -> None:
-        proxy = self.server.proxy
-        assert isinstance(proxy, ControlledProxy)
-        received = time.monotonic()
-        path, _, raw_query = self.path.partition("?")
-        query = dict(parse_qsl(raw_query))
-        fault = proxy._take_query_fault(self.command, path, query, received)
-        if fault is None:
-            if query.get("watch") == "true":
-                with proxy._tracked_watch(self.connection, path):
-                    super()._handle()
-            else:
-                super()._handle()
-            return
-        self._read_body()
-        if fault.hold is not None:
-            fault.hold.wait()
-        if fault.watch_error:
-            proxy._record(self.command, path, 200, received)
-            self._answer_watch_error(fault.status)
-        else:
-            proxy._record(self.command, path, fault.status, received)
-            self._answer(Fault(None, fault.status, 0, fault.retry_after))
-
-    def _answer_watch_error(self, status: int) -> None:
-        """200, one ERROR event, end of stream: how a watch from a compacted version ends."""
-        event = {
-            "type": "ERROR",
-            "object": status_body(status, message="too old resource version: 1 (2)"),
-        }
-        line = json.dumps(event).encode() + b"\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(line), line))
-        self.close_connection = True
-
-
-def watch_of(kind: kinds.Kind) -> QueryMatch:
-    collection = kind.path()
-    return lambda method, path, query: (
-        method == "GET" and path == collection and query.get("watch") == "true"
-    )
 
 
 def is_list(method: str, path: str, query: Mapping[str, str]) -> bool:
@@ -513,6 +347,10 @@ def assert_a_further_pass_writes_nothing(running: RunningController, kube: KubeC
     assert result.failed == ()
 
 
+def reflector_of(running: RunningController, kind: kinds.Kind) -> Reflector:
+    return next(r for r in running.controller.cache.reflectors if r.kind == kind)
+
+
 def pruned(running: RunningController) -> int:
     return sum(r.pruned for _, r in running.results)
 
@@ -577,12 +415,13 @@ def test_an_etcd_restart_while_the_loop_applies_a_burst_loses_nothing_and_watche
         settle(running, kube, change.documents, since=changed_at)
         assert len(running.errors) == errors_before
         assert running.thread.is_alive()
-        assert [w.kind.kind for w in running.controller.watchers if not w.is_alive()] == []
+        reflectors = running.controller.cache.reflectors
+        assert [r.kind.kind for r in reflectors if not r.is_alive()] == []
     print(
         f"\netcd down for {back_at - down_at:.1f} s; {len(running.errors)} failed pass(es); "
         f"{client.stats.retries} request retries; {len(running.results)} passes; relists "
-        f"{sum(w.relists for w in running.controller.watchers)} for "
-        f"{len(running.controller.watchers)} watches"
+        f"{sum(r.relists for r in running.controller.cache.reflectors)} for "
+        f"{len(running.controller.cache.reflectors)} watches"
     )
     assert running.stopped_cleanly()
     assert pruned(running) == 0
@@ -693,11 +532,12 @@ def test_conflicts_on_applies_and_status_writes_are_retried_with_no_write_lost_o
 
 
 # ------------------------------------------------------------------ throttling
-def test_429s_with_retry_after_on_lists_and_a_watch_are_waited_out_and_the_change_converges(
+def test_429s_with_retry_after_on_a_watch_and_its_relist_are_waited_out_and_the_change_converges(
     kube: KubeClient, proxy: ControlledProxy
 ) -> None:
-    """An API server under load throttles reads: the pass must wait as told and go on, and a
-    throttled watch must come back and report the change made while it was refused."""
+    """An API server under load throttles reads. Passes read the cache, so the reads it can
+    throttle are a watch and, after the watch expires, its relist: both must wait as told and
+    go on, and the change made while the watch was refused must be applied."""
     documents = example_policy()
     for doc in documents:
         apply_doc(kube, doc)
@@ -707,19 +547,26 @@ def test_429s_with_retry_after_on_lists_and_a_watch_are_waited_out_and_the_chang
     projects = kinds.TRAINING_PROJECT.path()
     with controller(client_for(proxy)) as running:
         settle(running, kube, documents)
+        relists = reflector_of(running, kinds.TRAINING_PROJECT).relists
         watch_throttled = proxy.inject_query(
             watch_of(kinds.TRAINING_PROJECT), status=429, times=2, retry_after=1
         )
+        expired = proxy.inject_query(watch_of(kinds.TRAINING_PROJECT), status=410, times=1)
+        lists_throttled = proxy.inject_query(is_list, status=429, times=4, retry_after=1)
         assert proxy.cut_watches(projects) == 1
         wait_until(lambda: watch_throttled.hits >= 1, "the project watch is throttled")
-        lists_throttled = proxy.inject_query(is_list, status=429, times=4, retry_after=1)
-        # Made while the project watch is refused: the watch, once back, must report it.
+        # Made while the project watch is refused: only the relist can report it.
         changed_at = time.monotonic()
         change.push(kube)
         settle(running, kube, change.documents, since=changed_at)
+        relisted = reflector_of(running, kinds.TRAINING_PROJECT).relists
     assert running.stopped_cleanly()
-    assert (watch_throttled.hits, lists_throttled.hits) == (2, 4)
-    # Each throttled LIST was sent again no sooner than the server's Retry-After.
+    assert (watch_throttled.hits, expired.hits, lists_throttled.hits) == (2, 1, 4)
+    assert relisted == relists + 1
+    # Each throttled request was sent again no sooner than the server's Retry-After.
+    watches = proxy.arrivals("GET", projects, watch=True)
+    for _, at in watch_throttled.answered:
+        assert next(t for t in watches if t > at) - at >= 1.0
     for path, at in lists_throttled.answered:
         retried = [t for t in proxy.arrivals("GET", path, watch=False) if t > at]
         assert retried, (path, at)
@@ -795,7 +642,7 @@ def test_a_watch_that_expires_while_down_relists_and_applies_the_change_made_mea
     projects = kinds.TRAINING_PROJECT.path()
     with controller(client_for(proxy)) as running:
         settle(running, kube, documents)
-        relists = {w.kind.kind: w.relists for w in running.controller.watchers}
+        relists = {r.kind.kind: r.relists for r in running.controller.cache.reflectors}
         gate = threading.Event()
         expired = proxy.inject_query(
             watch_of(kinds.TRAINING_PROJECT),
@@ -810,7 +657,7 @@ def test_a_watch_that_expires_while_down_relists_and_applies_the_change_made_mea
         released_at = time.monotonic()
         gate.set()
         settle(running, kube, change.documents, since=released_at)
-        relisted = {w.kind.kind: w.relists for w in running.controller.watchers}
+        relisted = {r.kind.kind: r.relists for r in running.controller.cache.reflectors}
     assert running.stopped_cleanly()
     assert expired.hits == 1
     # Only the expired watch relisted, once; the others kept streaming.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from controller.kube.cache import Observed
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import ReconcileResult
 from controller.testenv.controlplane import ControlPlane
@@ -24,14 +25,14 @@ def test_an_unexpected_error_in_a_pass_is_logged_and_the_next_pass_runs(
     for doc in example_documents():
         apply_doc(kube, doc)
     running = RunningController(new_client(control_plane), options(leader_election=False))
-    real: Callable[[], ReconcileResult] = running.controller.reconciler.reconcile
+    real: Callable[[Observed | None], ReconcileResult] = running.controller.reconciler.reconcile
     calls = []
 
-    def first_call_fails() -> ReconcileResult:
+    def first_call_fails(observed: Observed | None = None) -> ReconcileResult:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("a bug one object triggers")
-        return real()
+        return real(observed)
 
     running.controller.reconciler.reconcile = first_call_fails  # type: ignore[method-assign]
     running.start()

@@ -14,6 +14,7 @@ import pytest
 
 from controller import names
 from controller.api.loader import load_policy_set
+from controller.kube.cache import Observed
 from controller.kube.client import KubeClient
 from controller.kube.kinds import Kind
 from controller.reconcile.diff import (
@@ -25,7 +26,7 @@ from controller.reconcile.diff import (
     update_form,
     with_last_applied,
 )
-from controller.reconcile.reconciler import Observed, Reconciler, ReconcileResult
+from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.reconcile.validation import ClusterValidation
 from controller.render.desired import render
 from tests.builders import policy_doc, pool_doc, project_doc

@@ -1,0 +1,271 @@
+"""The cache's store rules, without a server: events in order, our own writes recorded only when
+the watch is behind them, snapshots that do not move, and collections composed as a pass reads
+them. The reflectors' I/O is tested against the real API server (tests/integration/
+test_cache.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller import names
+from controller.kube import kinds
+from controller.kube.cache import Source, Store, controller_sources, observed_from
+from controller.kube.client import WatchEvent
+
+NS = "team-a"
+WORKLOADS = Source(kinds.WORKLOAD)
+
+
+def workload(name: str, version: int, *, namespace: str = NS, step: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": kinds.WORKLOAD.api_version,
+        "kind": kinds.WORKLOAD.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": str(version),
+            "labels": {"step": str(step)},
+        },
+    }
+
+
+def bookmark(version: int) -> WatchEvent:
+    return WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": str(version)}})
+
+
+def listed(*objects: dict[str, Any], version: int = 10) -> Store:
+    store = Store(WORKLOADS)
+    store.replace(list(objects), str(version))
+    return store
+
+
+def state(store: Store) -> list[tuple[str, str, str]]:
+    return [
+        (o["metadata"]["namespace"], o["metadata"]["name"], o["metadata"]["labels"]["step"])
+        for o in store.items()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("events", "want", "want_version", "want_changed"),
+    [
+        pytest.param(
+            [WatchEvent("ADDED", workload("b", 11)), WatchEvent("ADDED", workload("a", 12))],
+            [(NS, "a", "0"), (NS, "b", "0")],
+            "12",
+            [True, True],
+            id="added objects come out in namespace and name order, as a LIST returns them",
+        ),
+        pytest.param(
+            [
+                WatchEvent("MODIFIED", workload("a", 11, step=1)),
+                WatchEvent("MODIFIED", workload("a", 12, step=2)),
+            ],
+            [(NS, "a", "2")],
+            "12",
+            [True, True],
+            id="the last of two updates wins",
+        ),
+        pytest.param(
+            [
+                WatchEvent("DELETED", workload("a", 11)),
+                WatchEvent("ADDED", workload("a", 12, step=5)),
+            ],
+            [(NS, "a", "5")],
+            "12",
+            [True, True],
+            id="a delete then a re-create leaves the new object",
+        ),
+        pytest.param(
+            [WatchEvent("DELETED", workload("gone", 11))],
+            [(NS, "a", "0")],
+            "11",
+            [False],
+            id="deleting what the store does not hold changes nothing but the version",
+        ),
+        pytest.param(
+            [bookmark(40)],
+            [(NS, "a", "0")],
+            "40",
+            [False],
+            id="a bookmark moves the version on and changes nothing",
+        ),
+    ],
+)
+def test_watch_events_apply_in_order(
+    events: list[WatchEvent],
+    want: list[tuple[str, str, str]],
+    want_version: str,
+    want_changed: list[bool],
+) -> None:
+    store = listed(workload("a", 5))
+    changed = [store.apply(e) for e in events]
+    assert (state(store), store.resource_version, changed) == (want, want_version, want_changed)
+
+
+def test_an_unknown_event_type_is_refused_with_the_kind_named() -> None:
+    store = listed()
+    with pytest.raises(ValueError, match="Workload: unknown watch event type 'SURPRISE'"):
+        store.apply(WatchEvent("SURPRISE", workload("a", 11)))
+
+
+def test_an_event_without_a_name_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"without metadata\.name"):
+        listed().apply(WatchEvent("ADDED", {"metadata": {"resourceVersion": "11"}}))
+
+
+def test_objects_from_a_watch_and_a_list_carry_their_api_version_and_kind() -> None:
+    store = Store(WORKLOADS)
+    store.replace([{"metadata": {"name": "a", "namespace": NS, "resourceVersion": "3"}}], "3")
+    store.apply(WatchEvent("ADDED", {"metadata": {"name": "b", "namespace": NS}}))
+    assert {(o["apiVersion"], o["kind"]) for o in store.items()} == {
+        (kinds.WORKLOAD.api_version, kinds.WORKLOAD.kind)
+    }
+
+
+@pytest.mark.parametrize(
+    ("held_version", "written", "want_recorded", "want_step"),
+    [
+        pytest.param(10, workload("a", 20, step=1), True, "1", id="a write the watch is behind"),
+        pytest.param(
+            25, workload("a", 20, step=1), False, "0", id="a write the watch has passed already"
+        ),
+        pytest.param(
+            10,
+            {**workload("a", 20, step=1), "metadata": {"name": "a", "namespace": NS}},
+            False,
+            "0",
+            id="a write without a version is not compared",
+        ),
+    ],
+)
+def test_our_own_writes_are_recorded_only_while_the_watch_is_behind_them(
+    held_version: int, written: dict[str, Any], want_recorded: bool, want_step: str
+) -> None:
+    store = listed(workload("a", 5), version=held_version)
+    assert store.record(written) is want_recorded
+    assert state(store) == [(NS, "a", want_step)]
+
+
+def test_a_recorded_write_is_not_undone_by_the_older_event_that_follows() -> None:
+    store = listed(workload("a", 5))
+    store.record(workload("a", 20, step=2))
+    assert store.apply(WatchEvent("MODIFIED", workload("a", 15, step=1))) is False
+    assert state(store) == [(NS, "a", "2")]
+    assert store.apply(WatchEvent("MODIFIED", workload("a", 20, step=2))) is True
+    assert store.apply(WatchEvent("DELETED", workload("a", 21, step=2))) is True
+    assert state(store) == []
+
+
+def test_a_deleted_object_is_not_brought_back_by_recording_an_older_write() -> None:
+    store = listed(workload("a", 5))
+    store.apply(WatchEvent("DELETED", workload("a", 21)))
+    assert store.record(workload("a", 20, step=1)) is False
+    assert state(store) == []
+
+
+def test_nothing_is_recorded_before_the_first_list() -> None:
+    store = Store(WORKLOADS)
+    assert store.record(workload("a", 20)) is False
+    assert store.items() == ()
+
+
+def test_a_snapshot_stays_as_it_was_taken_while_events_arrive() -> None:
+    store = listed(workload("a", 5), workload("b", 6))
+    taken = store.items()
+    first = taken[0]
+    store.apply(WatchEvent("MODIFIED", workload("a", 11, step=1)))
+    store.apply(WatchEvent("DELETED", workload("b", 12)))
+    assert [o["metadata"]["name"] for o in taken] == ["a", "b"]
+    assert first["metadata"]["labels"]["step"] == "0"
+    assert state(store) == [(NS, "a", "1")]
+
+
+def test_synced_follows_the_list_and_the_watch() -> None:
+    store = Store(WORKLOADS)
+    store.mark_synced()  # a watch cannot make an unlisted store current
+    assert (store.listed, store.synced) == (False, False)
+    store.replace([], "1")
+    assert (store.listed, store.synced) == (True, True)
+    store.mark_unsynced()
+    assert (store.listed, store.synced) == (True, False)
+    store.mark_synced()
+    assert store.synced
+
+
+@pytest.mark.parametrize(
+    ("source", "obj", "want"),
+    [
+        pytest.param(
+            Source(kinds.CLUSTER_QUEUE, label_selector=names.MANAGED_SELECTOR),
+            {"metadata": {"name": "q", "labels": {names.LABEL_MANAGED_BY: names.MANAGED_BY_VALUE}}},
+            True,
+            id="an object carrying our label",
+        ),
+        pytest.param(
+            Source(kinds.CLUSTER_QUEUE, label_selector=names.MANAGED_SELECTOR),
+            {"metadata": {"name": "q", "labels": {}}},
+            False,
+            id="an object without it",
+        ),
+        pytest.param(
+            Source(kinds.SCALED_OBJECT, namespace="quartermaster-system"),
+            {"metadata": {"name": "w", "namespace": "elsewhere"}},
+            False,
+            id="an object outside the collection's namespace",
+        ),
+        pytest.param(
+            Source(kinds.WORKLOAD),
+            {"metadata": {"name": "w", "namespace": "anywhere"}},
+            True,
+            id="any object of a collection with no namespace or selector",
+        ),
+    ],
+)
+def test_a_source_admits_what_its_list_would_return(
+    source: Source, obj: dict[str, Any], want: bool
+) -> None:
+    assert source.admits(obj) is want
+
+
+def test_a_snapshot_groups_the_collections_as_a_pass_reads_them() -> None:
+    sources = controller_sources("quartermaster-system")
+    by_kind = {s.kind: s for s in sources}
+
+    def obj(kind: kinds.Kind, name: str) -> dict[str, Any]:
+        return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name}}
+
+    items = {
+        by_kind[kinds.NODE_POOL]: (obj(kinds.NODE_POOL, "a100-spot"),),
+        by_kind[kinds.RESOURCE_FLAVOR]: (obj(kinds.RESOURCE_FLAVOR, "a100-spot"),),
+        by_kind[kinds.WORKLOAD]: (obj(kinds.WORKLOAD, "w"),),
+        by_kind[kinds.CAPACITY_POLICY]: (obj(kinds.CAPACITY_POLICY, "p"),),
+        by_kind[kinds.NODE_CLAIM]: (obj(kinds.NODE_CLAIM, "c"),),
+    }
+    observed = observed_from({"karpenter.sh/v1"}, items)
+    assert observed.served == frozenset({"karpenter.sh/v1"})
+    assert [o["metadata"]["name"] for o in observed.policies] == ["p"]
+    assert observed.projects == ()
+    # The managed kinds in the order they are applied, whatever order the stores came in.
+    assert [o["kind"] for o in observed.managed] == ["ResourceFlavor", "NodePool"]
+    assert [o["metadata"]["name"] for o in observed.workloads] == ["w"]
+    assert [o["metadata"]["name"] for o in observed.node_claims] == ["c"]
+
+
+def test_the_controller_reads_every_kind_it_decides_on_and_the_warm_pools_in_its_namespace() -> (
+    None
+):
+    sources = controller_sources("qm")
+    assert [s.kind for s in sources] == [
+        kinds.CAPACITY_POLICY,
+        kinds.TRAINING_PROJECT,
+        *kinds.MANAGED_KINDS,
+        kinds.WORKLOAD,
+        kinds.NODE_CLAIM,
+    ]
+    assert {s.kind for s in sources if s.namespace == "qm"} == kinds.CONTROLLER_NAMESPACE_KINDS
+    assert {s.kind for s in sources if s.label_selector == names.MANAGED_SELECTOR} == set(
+        kinds.MANAGED_KINDS
+    )
