@@ -501,7 +501,9 @@ class TestFreeze:
             for made in result.capacity.decisions if result.capacity else ():
                 assert (made.action, made.reason) == (Action.FREEZE, Reason.OVERRIDE)
                 assert made.target == made.previous
-            assert object_writes(result) == 0
+            # Freeze keeps the mix and every object; waiting work is still ordered by slack
+            # (boosts are not the mix), so the only writes are the new work's boosts.
+            assert (result.created, result.updated, result.pruned) == (0, 0, 0)
             assert read_mix(kube) == raised.after
         assert result.capacity is not None
         risk = next(d for d in result.capacity.deadlines if d.project == PROJECT).estimate.risk
@@ -525,7 +527,7 @@ class TestFreeze:
 
 
 # ------------------------------------------------------------------ priority boost
-def test_priority_boost_follows_the_risk(kube: KubeClient, prometheus: PrometheusServer) -> None:
+def test_priority_boost_orders_waiting_work_by_slack(kube: KubeClient, prometheus: PrometheusServer) -> None:
     def boost_on(policy: dict[str, Any]) -> None:
         policy["spec"]["risk"].update(priorityBoost=True, priorityBoostValue=BOOST_VALUE)
 
@@ -560,29 +562,34 @@ def test_priority_boost_follows_the_risk(kube: KubeClient, prometheus: Prometheu
     assert result.capacity is not None
     risk = next(d for d in result.capacity.deadlines if d.project == PROJECT).estimate.risk
     assert risk > 0.2
-    assert result.boosts_written == HOPELESS
+    # Waiting work is ordered by slack with boosts that only ever lower (the cycle-free rule:
+    # a boost can never make a workload preempt running work of its own queue).
+    boosts = result.capacity.boosts
+    assert boosts, "waiting work of a project with deadlines is ordered by its slack"
+    assert all(b < 0 for b in boosts.values())
+    assert result.boosts_written == len(boosts)
+    for (namespace, name), boost in boosts.items():
+        assert namespace == NAMESPACE
+        got = annotations(name)
+        assert got[names.ANNOTATION_PRIORITY_BOOST] == str(boost)
     for index in range(HOPELESS):
-        got = annotations(f"pretrain-{index}")
-        assert got[names.ANNOTATION_PRIORITY_BOOST] == str(BOOST_VALUE)
-        assert got[names.ANNOTATION_EXPECTED_DURATION] == str(30 * 3600)
-    # Not pending, or not counting toward the deadline: never boosted.
+        assert annotations(f"pretrain-{index}")[names.ANNOTATION_EXPECTED_DURATION] == str(
+            30 * 3600
+        )
+    # Work with no deadline waits behind every deadline's work.
+    assert boosts[(NAMESPACE, "adhoc-0")] == min(boosts.values())
+    # Admitted work carries none.
     assert names.ANNOTATION_PRIORITY_BOOST not in annotations("running-0")
-    assert names.ANNOTATION_PRIORITY_BOOST not in annotations("adhoc-0")
     again, _ = world.reconcile()
     assert again.boosts_written == 0
 
-    kept = 4
-    for index in range(kept, HOPELESS):
-        kube.delete(kinds.WORKLOAD, f"pretrain-{index}", NAMESPACE)
+    # Once admitted, a workload's boost is taken off and what Kueue's side wrote stays.
+    admitted = deadline_workload(1, prefix="pretrain")
+    admitted["status"] = copy.deepcopy(running["status"])
+    kube.apply(kinds.WORKLOAD, admitted, field_manager="kueue", subresource="status")
     result, _ = world.reconcile()
-    assert result.capacity is not None
-    risk = next(d for d in result.capacity.deadlines if d.project == PROJECT).estimate.risk
-    assert risk <= 0.2
-    assert result.boosts_written == kept
-    for index in range(kept):
-        got = annotations(f"pretrain-{index}")
-        assert names.ANNOTATION_PRIORITY_BOOST not in got
-        assert names.ANNOTATION_BOOSTED not in got
-        # What Kueue's side wrote stays.
-        assert got[names.ANNOTATION_EXPECTED_DURATION] == str(30 * 3600)
-        assert got[names.ANNOTATION_CHECKPOINT_INTERVAL] == str(4 * 3600)
+    got = annotations("pretrain-1")
+    assert names.ANNOTATION_PRIORITY_BOOST not in got
+    assert names.ANNOTATION_BOOSTED not in got
+    assert got[names.ANNOTATION_EXPECTED_DURATION] == str(30 * 3600)
+    assert got[names.ANNOTATION_CHECKPOINT_INTERVAL] == str(4 * 3600)
