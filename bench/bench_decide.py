@@ -1,4 +1,4 @@
-"""One full decision pass (`plan_capacity`) at scale: 1,000 projects x 4 pools (goal: < 1 s CPU).
+"""One full decision pass (`plan_capacity`) at scale: 1,000 projects x 4 pools (goal: < 0.25 s CPU).
 
 The synthetic policy (`synthetic_documents(projects=1000, pools=4)`: 8 GPUs a project over two
 pools, half the projects with two deadlines, `release` and `weekly`) with 10,000 pending
@@ -49,7 +49,7 @@ POOLS = 4
 PENDING_PER_PROJECT = 10
 RUNNING_PER_PROJECT = 2
 RUNS = 5
-GOAL_CPU_SECONDS = 1.0
+GOAL_CPU_SECONDS = 0.25
 FIXED_NOW = datetime(2026, 12, 14, 17, 0, tzinfo=UTC).timestamp()
 """The pass's clock, fixed so the figures repeat: the monthly `release` is 24 h away."""
 HOUR = 3600.0
@@ -225,7 +225,7 @@ def main() -> None:
     print(f"  peak Python allocations      {peak / 2**20:.1f} MiB (one pass)")
     print(f"  process max RSS              {max_rss_kib / 1024:.1f} MiB")
     met = statistics.median(cpu) < GOAL_CPU_SECONDS
-    print(f"goal median CPU < {GOAL_CPU_SECONDS:.0f} s: {'met' if met else 'NOT met'}")
+    print(f"goal median CPU < {GOAL_CPU_SECONDS:g} s: {'met' if met else 'NOT met'}")
     if not met:
         profile(lambda: one_pass(policy_set, world, states, FIXED_NOW))
 

@@ -32,7 +32,7 @@ from controller.decide.observation import History, Observation
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
 from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
-from controller.risk.model import DeadlineReport, RiskModel, Snapshot
+from controller.risk.model import DeadlineReport, RiskModel, Snapshot, project_workloads
 from controller.risk.pools import pool_stats
 from controller.risk.wait import WaitEstimate
 from controller.risk.workloads import WorkloadView
@@ -205,8 +205,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         seed=observation.seed,
         max_jobs=observation.max_jobs,
     )
-    model = RiskModel(snapshot)
-    widest = _widest_pending(policy_set, model.by_project)
+    widest = _widest_pending(policy_set, project_workloads(policy_set, workloads))
     model = RiskModel(replace(snapshot, pod_sets=widest))
     decisions = tuple(
         decide_pool(
@@ -251,7 +250,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
             },
         )
     rendered = render(policy_set, targets=targets, namespace=observation.namespace)
-    final = RiskModel(replace(model.snapshot, quotas=rendered.quotas))  # same world, new split
+    final = model.with_quotas(rendered.quotas)  # same world, new split
     unchanged = {
         project.name: estimates
         for project in policy_set.projects

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 
@@ -204,6 +204,9 @@ class RiskModel:
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
         self._estimates: dict[tuple[str, str, int], list[Estimate]] = {}
+        self._by_capacity: dict[tuple[str, str, Capacity], Estimate] = {}
+        """(project, deadline, capacity) -> estimate: the same problem asked from another pool,
+        at another share that comes to the same capacity, or by the model of a new split."""
         for project in snapshot.policy_set.projects:
             ordered = _ordered(self.by_project[project.name])[: snapshot.max_jobs]
             for deadline in project.spec.deadlines:
@@ -212,6 +215,37 @@ class RiskModel:
                 self._jobs[key] = tuple(
                     _job(w, snapshot, project.name, _counts(w, deadline)) for w in ordered
                 )
+
+    def with_quotas(self, quotas: Mapping[tuple[str, str], FlavorQuota]) -> RiskModel:
+        """The same world under another split: workloads, jobs, cutoffs and every estimate
+        made so far are shared, so only projects whose capacity changed are sampled again."""
+        other = RiskModel.__new__(RiskModel)
+        other.snapshot = replace(self.snapshot, quotas=quotas)
+        other.by_project = self.by_project
+        other._jobs = self._jobs
+        other._cutoffs = self._cutoffs
+        other._answers = {}
+        other._estimates = {}
+        other._by_capacity = self._by_capacity
+        return other
+
+    def _estimate(self, asked: Sequence[tuple[str, str, Problem]]) -> list[Estimate]:
+        """Estimates for (project, deadline, problem), sampling only those not known yet."""
+        missing = [
+            (project, deadline, problem)
+            for project, deadline, problem in asked
+            if (project, deadline, problem.capacity) not in self._by_capacity
+        ]
+        unique = list({(p, d, pr.capacity): pr for p, d, pr in missing}.items())
+        fresh = estimate_many(
+            [problem for _, problem in unique],
+            now=self.snapshot.now,
+            samples=self.snapshot.samples,
+            seed=self.snapshot.seed,
+        )
+        for (key, _), estimate in zip(unique, fresh, strict=True):
+            self._by_capacity[key] = estimate
+        return [self._by_capacity[(p, d, pr.capacity)] for p, d, pr in asked]
 
     def _problems(
         self,
@@ -243,25 +277,20 @@ class RiskModel:
         another model of the same world), which are reused rather than sampled again.
         """
         keys: list[tuple[TrainingProject, Deadline]] = []
-        problems: list[Problem] = []
+        asked: list[tuple[str, str, Problem]] = []
         reused: dict[tuple[str, str], Estimate] = {}
         for project in self.snapshot.policy_set.projects:
             earlier = (known or {}).get(project.name)
+            keys.extend((project, d) for d in project.spec.deadlines)
             if earlier is not None and len(earlier) == len(project.spec.deadlines):
                 for deadline, estimate in zip(project.spec.deadlines, earlier, strict=True):
                     reused[(project.name, deadline.name)] = estimate
-                keys.extend((project, d) for d in project.spec.deadlines)
                 continue
-            keys.extend((project, d) for d in project.spec.deadlines)
-            problems.extend(self._problems(project))
-        fresh = iter(
-            estimate_many(
-                problems,
-                now=self.snapshot.now,
-                samples=self.snapshot.samples,
-                seed=self.snapshot.seed,
+            asked.extend(
+                (project.name, d.name, problem)
+                for d, problem in zip(project.spec.deadlines, self._problems(project), strict=True)
             )
-        )
+        fresh = iter(self._estimate(asked))
         estimates = [
             reused.get((project.name, deadline.name)) or next(fresh) for project, deadline in keys
         ]
@@ -306,17 +335,15 @@ class RiskModel:
                 self._answers[key] = {}
                 continue
             wanted.append((key, project))
-        problems: list[Problem] = []
+        asked: list[tuple[str, str, Problem]] = []
         for (_, pool, share), project in wanted:
-            problems.extend(self._problems(project, (pool, share), self._open_deadlines(project)))
-        estimates = iter(
-            estimate_many(
-                problems,
-                now=self.snapshot.now,
-                samples=self.snapshot.samples,
-                seed=self.snapshot.seed,
+            open_deadlines = self._open_deadlines(project)
+            problems = self._problems(project, (pool, share), open_deadlines)
+            asked.extend(
+                (project.name, d.name, problem)
+                for d, problem in zip(open_deadlines, problems, strict=True)
             )
-        )
+        estimates = iter(self._estimate(asked))
         for key, project in wanted:
             deadlines = self._open_deadlines(project)
             found = [next(estimates) for _ in deadlines]
