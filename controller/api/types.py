@@ -894,8 +894,16 @@ class Decision:
     """The last action the controller took, with its reason, for `kubectl get` and explain."""
 
     time: datetime = field(metadata=meta("time of the decision.", format="date-time"))
-    action: str = field(metadata=meta("action taken, e.g. RaiseOnDemand.", max_length=64))
-    reason: str = field(metadata=meta("reason, a CamelCase word.", max_length=64))
+    action: str = field(
+        metadata=meta("action taken: Raise, Lower, Hold, Freeze or Manual.", max_length=64)
+    )
+    reason: str = field(
+        metadata=meta(
+            "reason: RiskAboveThreshold, RiskCleared, EvaluationWindow, Cooldown, Steady, "
+            "CeilingBinds, BudgetBinds, PrometheusUnavailable, Override or TargetUnreachable.",
+            max_length=64,
+        )
+    )
     message: str = field(default="", metadata=meta("message explaining it.", max_length=4096))
 
 

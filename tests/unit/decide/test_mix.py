@@ -962,3 +962,19 @@ def test_one_rule_says_whether_a_decision_changed_the_mix(
     )
     assert decision.changed is want
     assert counted(decision) is want, "the decision counter follows the same rule"
+
+
+def test_the_status_schema_names_every_action_and_reason() -> None:
+    """The CRD's description of lastDecision names exactly what the decisions write."""
+    from dataclasses import fields  # noqa: PLC0415
+
+    from controller.api.fields import META_KEY  # noqa: PLC0415
+    from controller.api.types import Decision as StatusDecision  # noqa: PLC0415
+
+    described = {f.name: f.metadata[META_KEY].description for f in fields(StatusDecision)}
+    for name, values in (("action", Action), ("reason", Reason)):
+        words = {
+            w.strip(" .,")
+            for w in described[name].split(":", 1)[1].replace(" or ", ", ").split(",")
+        }
+        assert words == {v.value for v in values}, name
