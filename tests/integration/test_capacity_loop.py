@@ -527,7 +527,9 @@ class TestFreeze:
 
 
 # ------------------------------------------------------------------ priority boost
-def test_priority_boost_orders_waiting_work_by_slack(kube: KubeClient, prometheus: PrometheusServer) -> None:
+def test_priority_boost_orders_waiting_work_by_slack(
+    kube: KubeClient, prometheus: PrometheusServer
+) -> None:
     def boost_on(policy: dict[str, Any]) -> None:
         policy["spec"]["risk"].update(priorityBoost=True, priorityBoostValue=BOOST_VALUE)
 
