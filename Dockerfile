@@ -1,7 +1,8 @@
 # The controller image: `docker build -t quartermaster:dev .` (e2e/kind.sh does this).
 # Two stages: wheels are built with pip in a full image; the final image is python:3.11-slim
-# with only the installed package, no compiler, no pip cache, running as an unprivileged user
-# with a read-only root filesystem (the Deployment mounts /tmp as an emptyDir).
+# with only the installed package (without the replay's plotting extra `.[sim]` and without
+# the test control plane `controller/testenv`), no compiler, no pip cache, running as an
+# unprivileged user with a read-only root filesystem (the Deployment mounts /tmp as an emptyDir).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -12,6 +13,7 @@ COPY controller ./controller
 RUN python -m venv /opt/quartermaster \
  && /opt/quartermaster/bin/pip install --upgrade pip \
  && /opt/quartermaster/bin/pip install . \
+ && rm -rf /opt/quartermaster/lib/python*/site-packages/controller/testenv \
  && find /opt/quartermaster -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM ${PYTHON_IMAGE}
@@ -22,8 +24,7 @@ COPY --from=build /opt/quartermaster /opt/quartermaster
 ENV PATH=/opt/quartermaster/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp \
-    MPLCONFIGDIR=/tmp/matplotlib
+    HOME=/tmp
 # 65532 is the conventional "nonroot" user of distroless images; the Deployment runs as it too.
 USER 65532:65532
 EXPOSE 8080

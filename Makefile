@@ -17,7 +17,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,sim]'
 	touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install the package with its dev tools
@@ -87,8 +87,10 @@ bench-scale: controlplane ## 1,000 projects, 10,000 Workloads, 10 changes/s for 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
 
-soak: controlplane prometheus ## the controller as a process under 10 min of Workload churn: RSS, writes, latency
-	$(PY) bench/soak.py
+SOAK_MINUTES ?= 60
+
+soak: controlplane prometheus ## the controller as a process under an hour of Workload churn (SOAK_MINUTES): RSS, writes, latency
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean: ## remove the venv and generated output
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -533,7 +533,9 @@ def write_outputs(
             figures,
             title=f"Replay of {title}",
             inputs=_inputs_lines(inputs, seed=seed)
-            + ([] if drawn else ["plots: not drawn (matplotlib is not installed)"]),
+            + (
+                [] if drawn else ["plots: not drawn (matplotlib is not installed: the `sim` extra)"]
+            ),
             assignment=assignment_statement(inputs.rule),
             policy=_policy_statement(context["policy"]),
             warnings=inputs.warnings,
@@ -583,7 +585,7 @@ def simulate(
     tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
     figures = figures_for_runs(results, tiers=tier_order)
     if not plots.available():
-        err.write("plots skipped: matplotlib is not installed\n")
+        err.write("plots skipped: matplotlib is not installed (pip install 'quartermaster[sim]')\n")
     files = write_outputs(
         out_dir,
         inputs,
