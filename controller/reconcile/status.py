@@ -14,8 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller import names
+from controller.api.introspect import to_json
+from controller.api.parse import FieldError, parse_object
 from controller.api.policy_set import PolicyError
-from controller.api.types import Deadline, PoolMix
+from controller.api.types import Assignment, Deadline, PoolMix, PoolStatus
+from controller.api.types import Decision as StatusDecision
 from controller.capacity import FlavorQuota
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.plan import CapacityPlan
@@ -337,72 +340,90 @@ def _stamp(epoch: float | None) -> str | None:
     return None if epoch is None else _time(datetime.fromtimestamp(epoch, UTC))
 
 
-def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
-    """The decision state the last pass left in the policy's status (empty on first sight)."""
-    out = {}
-    for entry in (live_policy.get("status") or {}).get("pools") or []:
-        if not isinstance(entry, dict) or not entry.get("pool"):
-            continue
-        out[str(entry["pool"])] = PoolState(
-            pool=str(entry["pool"]),
-            on_demand_gpus=int(entry.get("targetOnDemandGpus", entry.get("onDemandGpus")) or 0),
-            assignments={
-                str(a["project"]): int(a.get("gpus") or 0)
-                for a in entry.get("assignments") or []
-                if isinstance(a, dict) and a.get("project")
-            },
-            raise_since=epoch(entry.get("raiseSince")),
-            lower_since=epoch(entry.get("lowerSince")),
-            last_change=epoch(entry.get("lastChange")),
-            deferred_tiers=tuple(str(t) for t in entry.get("deferredTiers") or []),
-        )
+def _instant(seconds: float | None) -> datetime | None:
+    """An epoch as the whole-second instant status holds."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).replace(microsecond=0)
+
+
+def _seconds(instant: datetime | None) -> float | None:
+    return None if instant is None else instant.timestamp()
+
+
+def read_pool_statuses(live_policy: Mapping[str, Any]) -> dict[str, PoolStatus]:
+    """status.pools as the typed `PoolStatus` the CRD declares; an entry the schema would
+    refuse (edited by hand, or written by another version) is left out, so its pool starts
+    afresh rather than from a misread state."""
+    out: dict[str, PoolStatus] = {}
+    for i, entry in enumerate((live_policy.get("status") or {}).get("pools") or []):
+        errors: list[FieldError] = []
+        parsed = parse_object(PoolStatus, entry, f"status.pools[{i}]", errors)
+        if parsed is not None:
+            out[parsed.pool] = parsed
     return out
 
 
-def _decision_entry(decision: Decision, at: float) -> dict[str, Any]:
+def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
+    """The decision state the last pass left in the policy's status (empty on first sight)."""
     return {
-        "time": _stamp(at),
-        "action": decision.action,
-        "reason": decision.reason,
-        "message": decision.message[:MAX_MESSAGE],
+        name: PoolState(
+            pool=name,
+            on_demand_gpus=status.on_demand_gpus
+            if status.target_on_demand_gpus is None
+            else status.target_on_demand_gpus,
+            assignments={a.project: a.gpus for a in status.assignments},
+            raise_since=_seconds(status.raise_since),
+            lower_since=_seconds(status.lower_since),
+            last_change=_seconds(status.last_change),
+            deferred_tiers=status.deferred_tiers,
+        )
+        for name, status in read_pool_statuses(live_policy).items()
     }
+
+
+def _decision_entry(decision: Decision, at: float) -> dict[str, Any]:
+    return dict(to_json(_status_decision(decision, at)))
+
+
+def _status_decision(decision: Decision, at: float) -> StatusDecision:
+    instant = _instant(at)
+    assert instant is not None
+    return StatusDecision(
+        time=instant,
+        action=decision.action.value,
+        reason=decision.reason.value,
+        message=decision.message[:MAX_MESSAGE],
+    )
+
+
+def _last_decisions(live_policy: Mapping[str, Any]) -> dict[str, StatusDecision]:
+    """Each pool's lastDecision as stored, read on its own: the one part of an entry a pass
+    carries over unchanged."""
+    out: dict[str, StatusDecision] = {}
+    for i, entry in enumerate((live_policy.get("status") or {}).get("pools") or []):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("pool"), str):
+            continue
+        errors: list[FieldError] = []
+        path = f"status.pools[{i}].lastDecision"
+        parsed = parse_object(StatusDecision, entry.get("lastDecision"), path, errors)
+        if parsed is not None:
+            out[entry["pool"]] = parsed
+    return out
 
 
 def pool_status_entries(
     plan: CapacityPlan, previous: Mapping[str, Any], *, now: float
 ) -> list[dict[str, Any]]:
-    """status.pools: each pool's state, warm target and last decision that changed something.
+    """status.pools: each pool's state, warm target and last decision that changed something,
+    written through the typed `PoolStatus` the CRD declares.
 
     A steady hold keeps the previous lastDecision, so `kubectl get` shows the last real change.
     """
-    before = {
-        str(e.get("pool")): e
-        for e in (previous.get("status") or {}).get("pools") or []
-        if isinstance(e, dict)
-    }
+    before = _last_decisions(previous)
     mix = {m.pool: m for m in plan.rendered.mix}
     entries = []
     for decision in plan.decisions:
         state = decision.state
-        entry: dict[str, Any] = {
-            "pool": state.pool,
-            "onDemandGpus": mix[state.pool].on_demand_gpus,
-            "spotGpus": mix[state.pool].spot_gpus,
-            "targetOnDemandGpus": state.on_demand_gpus,
-            "assignments": [
-                {"project": p, "gpus": g} for p, g in sorted(state.assignments.items()) if g
-            ],
-            "deferredTiers": list(state.deferred_tiers),
-            "warmPoolTargetGpus": plan.warm_targets.get(state.pool, 0),
-        }
-        for key, value in (
-            ("raiseSince", state.raise_since),
-            ("lowerSince", state.lower_since),
-            ("lastChange", state.last_change),
-        ):
-            if value is not None:
-                entry[key] = _stamp(value)
-        last = before.get(state.pool, {}).get("lastDecision")
+        last = before.get(state.pool)
         quiet = decision.action == Action.HOLD and decision.reason in {
             Reason.STEADY,
             Reason.EVALUATION_WINDOW,
@@ -411,15 +432,25 @@ def pool_status_entries(
         # its time: restamping it every pass would rewrite the status every pass.
         repeated = (
             not decision.changed
-            and isinstance(last, Mapping)
-            and (last.get("action"), last.get("reason")) == (decision.action, decision.reason)
+            and last is not None
+            and (last.action, last.reason) == (decision.action, decision.reason)
         )
-        if quiet or repeated:
-            if last:
-                entry["lastDecision"] = last
-        else:
-            entry["lastDecision"] = _decision_entry(decision, now)
-        entries.append(entry)
+        status = PoolStatus(
+            pool=state.pool,
+            on_demand_gpus=mix[state.pool].on_demand_gpus,
+            spot_gpus=mix[state.pool].spot_gpus,
+            target_on_demand_gpus=state.on_demand_gpus,
+            assignments=tuple(
+                Assignment(project=p, gpus=g) for p, g in sorted(state.assignments.items()) if g
+            ),
+            raise_since=_instant(state.raise_since),
+            lower_since=_instant(state.lower_since),
+            last_change=_instant(state.last_change),
+            deferred_tiers=tuple(state.deferred_tiers),
+            warm_pool_target_gpus=plan.warm_targets.get(state.pool, 0),
+            last_decision=last if quiet or repeated else _status_decision(decision, now),
+        )
+        entries.append(dict(to_json(status)))
     return entries
 
 

@@ -234,14 +234,42 @@ def test_pool_status_entry_fields() -> None:
     [
         pytest.param([], {}, id="no status yet: no states"),
         pytest.param(
+            [{"pool": "a100", "targetOnDemandGpus": 24}],
+            {},
+            id="an entry without the required onDemandGpus is left out",
+        ),
+        pytest.param(
+            [
+                {
+                    "pool": "a100",
+                    "onDemandGpus": 16,
+                    "targetOnDemandGpus": 24,
+                    "assignments": [{"project": "v", "gpus": 8}],
+                    "raiseSince": "2027-01-15T06:00:00Z",
+                    "deferredTiers": ["research"],
+                }
+            ],
+            {
+                "a100": PoolState(
+                    "a100",
+                    24,
+                    {"v": 8},
+                    raise_since=datetime(2027, 1, 15, 6, tzinfo=UTC).timestamp(),
+                    deferred_tiers=("research",),
+                )
+            },
+            id="a shift under way: the state is the decided target, not what is rendered yet",
+        ),
+        pytest.param(
             ["a100", {"onDemandGpus": 8}, {"pool": ""}],
             {},
             id="entries that are not objects or name no pool are skipped",
         ),
         pytest.param(
-            [{"pool": "a100", "raiseSince": "yesterday", "lastChange": 5}],
-            {"a100": PoolState("a100", 0)},
-            id="unreadable times are unknown and a missing count is 0",
+            [{"pool": "a100", "onDemandGpus": 8, "raiseSince": "yesterday", "lastChange": 5}],
+            {},
+            id="an entry the CRD schema refuses (times that are not times) is left out: the "
+            "pool starts afresh rather than from a misread state",
         ),
         pytest.param(
             [
@@ -251,8 +279,8 @@ def test_pool_status_entry_fields() -> None:
                     "assignments": [{"gpus": 4}, "x", {"project": "v"}],
                 }
             ],
-            {"a100": PoolState("a100", 16, {"v": 0})},
-            id="assignments without a project are skipped",
+            {},
+            id="so is one with assignments that name no project",
         ),
     ],
 )
