@@ -229,6 +229,10 @@ def test_pool_status_entry_fields() -> None:
     }
 
 
+FIXED_RAISE_SINCE = datetime(2027, 1, 15, 6, tzinfo=UTC)
+"""A raiseSince as status stores it: 2027-01-15T06:00:00Z."""
+
+
 @pytest.mark.parametrize(
     ("entries", "want_states"),
     [
@@ -254,7 +258,7 @@ def test_pool_status_entry_fields() -> None:
                     "a100",
                     24,
                     {"v": 8},
-                    raise_since=datetime(2027, 1, 15, 6, tzinfo=UTC).timestamp(),
+                    raise_since=FIXED_RAISE_SINCE.timestamp(),
                     deferred_tiers=("research",),
                 )
             },
