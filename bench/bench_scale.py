@@ -108,8 +108,16 @@ class ListCountingProxy(CountingProxy):
     as: a LIST of a collection, a GET of one object, or discovery."""
 
     def _record(
-        self, method: str, path: str, status: int, received: float, query: str = ""
+        self,
+        method: str,
+        path: str,
+        status: int,
+        received: float,
+        query: str = "",
+        *,
+        body: bytes | None = None,
     ) -> None:
+        del body  # counted, not kept
         found = attributes(method, path, query)
         verb = method
         if found is None:

@@ -302,8 +302,16 @@ class CountingProxy(FaultProxy):
         return self
 
     def _record(
-        self, method: str, path: str, status: int, received: float, query: str = ""
+        self,
+        method: str,
+        path: str,
+        status: int,
+        received: float,
+        query: str = "",
+        *,
+        body: bytes | None = None,
     ) -> None:
+        del body  # counted, not kept
         verb = "WATCH" if method == "GET" and "watch=true" in query else method
         key = (verb, resource_of(path))
         took = time.monotonic() - received

@@ -104,6 +104,8 @@ class ProxiedRequest(NamedTuple):
     """`time.monotonic()` when the request arrived."""
     query: str = ""
     """The query string, without the `?` (`watch=true`, `dryRun=All`, ...)."""
+    body: bytes | None = None
+    """What the client sent (a PATCH's patch, say), as sent."""
 
 
 def status_body(status: int, reason: str | None = None, message: str = "") -> dict[str, Any]:
@@ -294,10 +296,17 @@ class FaultProxy:
         return None
 
     def _record(
-        self, method: str, path: str, status: int, received: float, query: str = ""
+        self,
+        method: str,
+        path: str,
+        status: int,
+        received: float,
+        query: str = "",
+        *,
+        body: bytes | None = None,
     ) -> None:
         with self._lock:
-            self._requests.append(ProxiedRequest(method, path, status, received, query))
+            self._requests.append(ProxiedRequest(method, path, status, received, query, body=body))
 
     def _open_upstream(self) -> http.client.HTTPSConnection:
         connection = http.client.HTTPSConnection(
@@ -392,12 +401,12 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         body = self._read_body()
         if proxy.refusing:
-            proxy._record(method, path, 0, received, query)
+            proxy._record(method, path, 0, received, query, body=body)
             self.close_connection = True
             return
         fault = proxy._take_fault(method, path)
         if fault is not None:
-            proxy._record(method, path, fault.status, received, query)
+            proxy._record(method, path, fault.status, received, query, body=body)
             self._answer(fault)
             return
         self._forward(method, path, body, received)
@@ -458,10 +467,10 @@ class _Handler(BaseHTTPRequestHandler):
                     upstream.sock.settimeout(None)  # a watch may be silent for minutes
             except (OSError, http.client.HTTPException):
                 # Unreachable upstream: drop the client's connection as the server would.
-                proxy._record(method, path, 0, received, query)
+                proxy._record(method, path, 0, received, query, body=body)
                 self.close_connection = True
                 return
-            proxy._record(method, path, response.status, received, query)
+            proxy._record(method, path, response.status, received, query, body=body)
             self._relay(method, response)
         finally:
             if upstream is not None:
