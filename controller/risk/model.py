@@ -203,7 +203,6 @@ class RiskModel:
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
-        self._estimates: dict[tuple[str, str, int], list[Estimate]] = {}
         self._by_capacity: dict[tuple[str, str, Capacity], Estimate] = {}
         """(project, deadline, capacity) -> estimate: the same problem asked from another pool,
         at another share that comes to the same capacity, or by the model of a new split."""
@@ -225,7 +224,6 @@ class RiskModel:
         other._jobs = self._jobs
         other._cutoffs = self._cutoffs
         other._answers = {}
-        other._estimates = {}
         other._by_capacity = self._by_capacity
         return other
 
@@ -270,30 +268,18 @@ class RiskModel:
             if self._cutoffs[(project.name, d.name)] > self.snapshot.now
         ]
 
-    def deadlines(self, known: Mapping[str, list[Estimate]] | None = None) -> list[DeadlineReport]:
-        """Every deadline's estimate under the current split, in one batch.
-
-        `known` holds estimates already made for some projects under this very split (by
-        another model of the same world), which are reused rather than sampled again.
-        """
+    def deadlines(self) -> list[DeadlineReport]:
+        """Every deadline's estimate under the current split, in one batch (estimates this
+        model, or the one it was made from, already has for the same capacity are reused)."""
         keys: list[tuple[TrainingProject, Deadline]] = []
         asked: list[tuple[str, str, Problem]] = []
-        reused: dict[tuple[str, str], Estimate] = {}
         for project in self.snapshot.policy_set.projects:
-            earlier = (known or {}).get(project.name)
             keys.extend((project, d) for d in project.spec.deadlines)
-            if earlier is not None and len(earlier) == len(project.spec.deadlines):
-                for deadline, estimate in zip(project.spec.deadlines, earlier, strict=True):
-                    reused[(project.name, deadline.name)] = estimate
-                continue
             asked.extend(
                 (project.name, d.name, problem)
                 for d, problem in zip(project.spec.deadlines, self._problems(project), strict=True)
             )
-        fresh = iter(self._estimate(asked))
-        estimates = [
-            reused.get((project.name, deadline.name)) or next(fresh) for project, deadline in keys
-        ]
+        estimates = self._estimate(asked)
         return [
             DeadlineReport(
                 project=project.name,
@@ -347,19 +333,7 @@ class RiskModel:
         for key, project in wanted:
             deadlines = self._open_deadlines(project)
             found = [next(estimates) for _ in deadlines]
-            if len(deadlines) == len(project.spec.deadlines):
-                self._estimates[key] = found  # every deadline: reusable for the reports
             self._answers[key] = {d.name: e.risk for d, e in zip(deadlines, found, strict=True)}
-
-    def current_estimates(self, project: TrainingProject) -> list[Estimate] | None:
-        """Estimates already made for a project at the snapshot's own split, if any."""
-        for quota in project.spec.quotas:
-            split = self.snapshot.quotas.get((project.name, quota.pool))
-            if split is not None:
-                found = self._estimates.get((project.name, quota.pool, split.on_demand_gpus))
-                if found is not None:
-                    return found
-        return None
 
     def waits(self) -> dict[str, WaitEstimate]:
         """Predicted wait of the next workload in each project's ClusterQueue."""
