@@ -59,7 +59,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the e2e and tests helpers
 
-from bench_reconcile import resource_of
 from soak import (
     CountingProxy,
     LogTail,
@@ -107,29 +106,11 @@ class ListCountingProxy(CountingProxy):
     """The soak's counting proxy, with each GET counted as what the API server authorizes it
     as: a LIST of a collection, a GET of one object, or discovery."""
 
-    def _record(
-        self,
-        method: str,
-        path: str,
-        status: int,
-        received: float,
-        query: str = "",
-        *,
-        body: bytes | None = None,
-    ) -> None:
-        del body  # counted, not kept
+    def _verb(self, method: str, path: str, query: str) -> str:
         found = attributes(method, path, query)
-        verb = method
         if found is None:
-            verb = "DISCOVERY"
-        elif found.verb in ("list", "watch"):
-            verb = found.verb.upper()
-        key = (verb, resource_of(path))
-        took = time.monotonic() - received
-        with self._count_lock:
-            self.counts[key] += 1
-            self.statuses[status] += 1
-            self.seconds[key] = self.seconds.get(key, 0.0) + took
+            return "DISCOVERY"
+        return found.verb.upper() if found.verb in ("list", "watch") else method
 
 
 # --------------------------------------------------------------------------------------------

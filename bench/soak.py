@@ -312,13 +312,17 @@ class CountingProxy(FaultProxy):
         body: bytes | None = None,
     ) -> None:
         del body  # counted, not kept
-        verb = "WATCH" if method == "GET" and "watch=true" in query else method
-        key = (verb, resource_of(path))
+        key = (self._verb(method, path, query), resource_of(path))
         took = time.monotonic() - received
         with self._count_lock:
             self.counts[key] += 1
             self.statuses[status] += 1
             self.seconds[key] = self.seconds.get(key, 0.0) + took
+
+    def _verb(self, method: str, path: str, query: str) -> str:
+        """What a request is counted as: its method, or WATCH for a watch."""
+        del path
+        return "WATCH" if method == "GET" and "watch=true" in query else method
 
     def _open_upstream(self) -> http.client.HTTPSConnection:
         now = time.monotonic()
