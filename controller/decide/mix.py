@@ -423,32 +423,31 @@ def _measure(
     )
 
 
+def _window_hold(step: _Pass, since: float | None, crossed: str) -> Decision | None:
+    """A hold while a threshold's evaluation window runs (`crossed`: "above 0.2", say)."""
+    assert since is not None
+    window = step.settings.evaluation_window_seconds
+    if step.now - since >= window:
+        return None
+    return step.hold(
+        Reason.EVALUATION_WINDOW,
+        f"risk {step.worst:.2f} {crossed} for {step.now - since:.0f}s of {window}s",
+    )
+
+
 def _raise_step(step: _Pass) -> Decision:
     """Risk above the raise threshold: wait out the window, then raise."""
-    settings, since = step.settings, step.tracked.raise_since
-    assert since is not None
-    window = settings.evaluation_window_seconds
-    if step.now - since < window:
-        return step.hold(
-            Reason.EVALUATION_WINDOW,
-            f"risk {step.worst:.2f} above {settings.raise_threshold} for "
-            f"{step.now - since:.0f}s of {window}s",
-        )
-    return _raise(step)
+    crossed = f"above {step.settings.raise_threshold}"
+    return _window_hold(step, step.tracked.raise_since, crossed) or _raise(step)
 
 
 def _lower_step(step: _Pass) -> Decision:
     """Risk under the lower threshold: after the window and the cooldown, and only on
     current data, step down to the least on-demand that keeps it there."""
-    settings, since, state = step.settings, step.tracked.lower_since, step.state
-    assert since is not None
-    window = settings.evaluation_window_seconds
-    if step.now - since < window:
-        return step.hold(
-            Reason.EVALUATION_WINDOW,
-            f"risk {step.worst:.2f} below {settings.lower_threshold} for "
-            f"{step.now - since:.0f}s of {window}s",
-        )
+    settings, state = step.settings, step.state
+    waiting = _window_hold(step, step.tracked.lower_since, f"below {settings.lower_threshold}")
+    if waiting is not None:
+        return waiting
     if state.last_change is not None and step.now - state.last_change < settings.cooldown_seconds:
         return step.hold(
             Reason.COOLDOWN,
