@@ -205,8 +205,9 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         seed=observation.seed,
         max_jobs=observation.max_jobs,
     )
-    widest = _widest_pending(policy_set, project_workloads(policy_set, workloads))
-    model = RiskModel(replace(snapshot, pod_sets=widest))
+    by_project = project_workloads(policy_set, workloads)
+    widest = _widest_pending(policy_set, by_project)
+    model = RiskModel(replace(snapshot, pod_sets=widest), by_project)
     decisions = tuple(
         decide_pool(
             policy_set,

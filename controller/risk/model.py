@@ -197,9 +197,16 @@ def project_capacity(
 class RiskModel:
     """Deadline risk and queue waits for one snapshot; cheap to ask again with other shares."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(
+        self, snapshot: Snapshot, by_project: Mapping[str, list[WorkloadView]] | None = None
+    ) -> None:
+        """`by_project`: `project_workloads` of the snapshot, when the caller has it already."""
         self.snapshot = snapshot
-        self.by_project = project_workloads(snapshot.policy_set, snapshot.workloads)
+        self.by_project = (
+            dict(by_project)
+            if by_project is not None
+            else project_workloads(snapshot.policy_set, snapshot.workloads)
+        )
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
