@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 _NUMBER = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(.*)$")
@@ -87,7 +88,14 @@ def parse(raw: Any) -> Quantity:
     """A quantity from its JSON form: a string, or a number (which the server reads as text)."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise QuantityError(f"not a quantity: {raw!r}")
-    text = str(raw).strip() if isinstance(raw, str) else repr(raw)
+    return _parse_text(str(raw).strip() if isinstance(raw, str) else repr(raw), raw)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str, raw: Any) -> Quantity:
+    """Remembered: a pass compares thousands of quantities, nearly all of a few dozen
+    spellings, and exact arithmetic on fractions is slow (a Quantity is immutable: sharing one
+    is safe)."""
     match = _NUMBER.match(text)
     if not match:
         raise QuantityError(f"not a quantity: {raw!r}")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from controller import names
 from controller.api.policy_set import PolicySet
@@ -64,10 +65,23 @@ class CapacityPlan:
     """(pool, capacity type) -> dollars per hour for the GPUs in use."""
     project_cost_per_hour: Mapping[str, float]
     budget_exceeded: frozenset[str]
+    observation: Observation | None = field(default=None, compare=False, repr=False)
+    """What the plan was decided from, for `plan_holds` to compare the next pass's with."""
 
     @property
     def states(self) -> dict[str, PoolState]:
         return {d.pool: d.state for d in self.decisions}
+
+    @cached_property
+    def _deadlines_by_project(self) -> dict[str, tuple[DeadlineReport, ...]]:
+        grouped: dict[str, list[DeadlineReport]] = {}
+        for report in self.deadlines:
+            grouped.setdefault(report.project, []).append(report)
+        return {project: tuple(reports) for project, reports in grouped.items()}
+
+    def deadlines_of(self, project: str) -> tuple[DeadlineReport, ...]:
+        """One project's deadline reports (statuses ask for each of a thousand projects)."""
+        return self._deadlines_by_project.get(project, ())
 
 
 def state_target(state: PoolState) -> PoolTarget:
@@ -332,7 +346,67 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
+        observation=observation,
     )
 
 
-__all__ = ["CapacityPlan", "History", "Observation", "plan_capacity", "state_target"]
+PLAN_MAX_AGE_SECONDS = 60.0
+"""How long a plan stands for a world that has not changed: its estimates drift with the clock
+alone (running work progresses, deadlines near) by far less in a minute than their own
+sampling noise, and a decision waits out a window of minutes anyway."""
+
+
+def plan_due(plan: CapacityPlan) -> float:
+    """The first moment after the plan's pass at which the clock alone changes a decision: a
+    threshold's evaluation window or the cooldown ends, or a deadline's cutoff passes."""
+    seen = plan.observation
+    if seen is None:
+        return -math.inf
+    now = float(math.floor(seen.now))
+    settings = seen.policy_set.policy.spec.risk
+    window, cooldown = settings.evaluation_window_seconds, settings.cooldown_seconds
+    moments = [r.cutoff for r in plan.deadlines]
+    for state in seen.states.values():
+        moments += [
+            since + window for since in (state.raise_since, state.lower_since) if since is not None
+        ]
+        if state.last_change is not None:
+            moments.append(state.last_change + cooldown)
+    return min((m for m in moments if m > now), default=math.inf)
+
+
+def plan_holds(
+    previous: CapacityPlan | None,
+    observation: Observation,
+    *,
+    max_age_seconds: float = PLAN_MAX_AGE_SECONDS,
+) -> bool:
+    """Whether `previous` stands for `observation`, so a pass may skip deciding again.
+
+    It does when everything but the clock is what it was decided from, the clock has moved
+    forward by less than `max_age_seconds` and past no moment in `plan_due`, and the plan moved
+    no mix (a change is announced once: its Events and log lines must not repeat). Comparing is
+    cheap when the caller hands the same objects for what did not change (equal by identity).
+    """
+    seen = previous.observation if previous is not None else None
+    if previous is None or seen is None:
+        return False
+    if any(d.changed for d in previous.decisions):
+        return False
+    if not 0 <= observation.now - seen.now < max_age_seconds:
+        return False
+    if math.floor(observation.now) >= plan_due(previous):
+        return False
+    return replace(observation, now=seen.now) == seen
+
+
+__all__ = [
+    "PLAN_MAX_AGE_SECONDS",
+    "CapacityPlan",
+    "History",
+    "Observation",
+    "plan_capacity",
+    "plan_due",
+    "plan_holds",
+    "state_target",
+]

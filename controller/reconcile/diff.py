@@ -23,7 +23,7 @@ still ours alone (the pass stopped between the create and the hand-over) is hand
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,18 +288,25 @@ class Plan:
         return text
 
 
+def rendered_needs_apply(obj: KubeObject, live: Mapping[str, Any]) -> bool:
+    """Whether the rendered `obj` must be applied over `live` (in its update form)."""
+    return needs_apply(update_form(obj), live)
+
+
 def make_plan(
     desired: Sequence[KubeObject],
     live: Sequence[KubeObject],
     *,
     protected: Mapping[Ref, tuple[str, str]] | None = None,
+    differs: Callable[[KubeObject, Mapping[str, Any]], bool] = rendered_needs_apply,
 ) -> Plan:
     """Compare desired objects with the live objects we manage.
 
     `live` holds only objects carrying our managed-by label. `protected` maps objects that must
     not be pruned to (reason, message). Creates and updates keep the desired order; prunes come
     in reverse, so queues go before the flavors and cohorts they name. Creates carry their
-    create-only fields; updates never do.
+    create-only fields; updates never do. `differs` is `rendered_needs_apply`, or one that
+    remembers its answers for objects that did not change (the controller's).
     """
     live_by_ref = {ref(obj): obj for obj in live}
     desired_refs = {ref(obj) for obj in desired}
@@ -312,8 +319,8 @@ def make_plan(
             creates.append(obj)
             handed = hand_over(obj)
         else:
-            wanted = update_form(obj)
-            if needs_apply(wanted, current):
+            if differs(obj, current):
+                wanted = update_form(obj)
                 updates.append(Update(wanted, current, field_changes(wanted, current)))
             handed = pending_hand_over(current)
         if handed is not None:

@@ -23,8 +23,9 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.semantics import past_deadlines
 from controller.api.types import CapacityPolicy, OverrideMode, TrainingProject
+from controller.capacity import FlavorQuota
 from controller.decide.observation import History, Observation
-from controller.decide.plan import CapacityPlan, plan_capacity
+from controller.decide.plan import CapacityPlan, plan_capacity, plan_holds
 from controller.history import HistoryReader
 from controller.kube import kinds
 from controller.kube.cache import Observed, read_cluster
@@ -36,9 +37,11 @@ from controller.reconcile.diff import (
     Ref,
     make_plan,
     ref,
+    rendered_needs_apply,
     show_ref,
     with_last_applied,
 )
+from controller.reconcile.memo import DiffMemo, VersionMemo
 from controller.reconcile.status import (
     DeadlineTracking,
     PolicyOutcome,
@@ -56,7 +59,7 @@ from controller.render.desired import Rendered
 from controller.render.kueue import applied_quotas
 from controller.risk.model import project_workloads
 from controller.risk.pools import node_claim_view
-from controller.risk.workloads import workload_view
+from controller.risk.workloads import WorkloadView, workload_view
 
 log = structlog.get_logger(__name__)
 
@@ -216,8 +219,12 @@ def observation(
     namespace: str,
     history: History,
     seed: int = 0,
+    view: Callable[[KubeObject, frozenset[str]], WorkloadView] = workload_view,
 ) -> Observation:
-    """What a pass decides on, from what it read of the cluster."""
+    """What a pass decides on, from what it read of the cluster.
+
+    `view` parses a Workload; the controller passes one that remembers unchanged Workloads.
+    """
     live_policy = next(
         (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
     )
@@ -228,7 +235,7 @@ def observation(
     return Observation(
         policy_set=policy_set,
         states=pool_states(live_policy),
-        workloads=[workload_view(w, gpu_resources) for w in observed.workloads],
+        workloads=[view(w, gpu_resources) for w in observed.workloads],
         node_claims=[c for c in map(node_claim_view, observed.node_claims) if c is not None],
         history=history,
         now=now,
@@ -307,6 +314,11 @@ class Reconciler:
         self.seed = seed
         self.record = record
         self._finished_seen: set[tuple[str, str]] = set()
+        self._views: VersionMemo[frozenset[str], WorkloadView] = VersionMemo(workload_view)
+        self._differs = DiffMemo(rendered_needs_apply)
+        self._validated: tuple[tuple[tuple[Any, Any], ...], ClusterValidation] | None = None
+        self._plan: CapacityPlan | None = None
+        """The last pass's plan: it stands for the next pass when nothing it read changed."""
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
@@ -335,9 +347,16 @@ class Reconciler:
             namespace=self.namespace,
             history=history,
             seed=self.seed,
+            view=self._views,
         )
+        self._views.end_pass()
         workloads = seen.workloads
-        plan = plan_capacity(seen)
+        previous = self._plan
+        if previous is not None and plan_holds(previous, seen):
+            plan = previous  # nothing it read changed: the decision stands, no need to decide
+        else:
+            plan = plan_capacity(seen)
+        self._plan = plan
         queued = {
             name: len(items) for name, items in project_workloads(policy_set, workloads).items()
         }
@@ -374,7 +393,7 @@ class Reconciler:
         started = time.monotonic()
         if observed is None:
             observed = self.observe()
-        validation = validate_cluster(observed.policies, observed.projects)
+        validation = self._validate(observed)
         result = ReconcileResult(
             policy=validation.policy_name,
             invalid=tuple(sorted(n for _, n in validation.errors)),
@@ -423,6 +442,22 @@ class Reconciler:
         )
         return result
 
+    def _validate(self, observed: Observed) -> ClusterValidation:
+        """`validate_cluster`, again only when a policy or project changed since last pass."""
+        versions = tuple(
+            (obj["metadata"].get("name"), obj["metadata"].get("resourceVersion"))
+            for obj in (*observed.policies, *observed.projects)
+        )
+        if (
+            self._validated is not None
+            and self._validated[0] == versions
+            and all(version for _, version in versions)
+        ):
+            return self._validated[1]
+        validation = validate_cluster(observed.policies, observed.projects)
+        self._validated = (versions, validation)
+        return validation
+
     def _guard(self) -> None:
         if not self.may_write():
             raise NotLeaderError("lost leadership during a reconcile")
@@ -439,7 +474,9 @@ class Reconciler:
             desired,
             observed.managed,
             protected=protected_objects(observed.managed, validation, _in_use(observed)),
+            differs=self._differs,
         )
+        self._differs.end_pass()
         result.plan = plan
         result.kept = tuple(show_ref(ref(k.live)) for k in plan.kept)
         failed: list[str] = []
@@ -696,15 +733,14 @@ class Reconciler:
                         note="; ".join(f"{e.path}: {e.message}" for e in outcome.errors),
                     )
         with_objects = projects_with_objects(observed.managed)
+        quotas_of: dict[str, list[FlavorQuota]] = {}
+        for (project_name, _), quota in (rendered.quotas if rendered else {}).items():
+            quotas_of.setdefault(project_name, []).append(quota)
         for live in observed.projects:
             name = live["metadata"]["name"]
             errors = validation.errors_of(TrainingProject.KIND, name)
             readable = validation.readable.get(name)
-            quotas = (
-                tuple(q for (project, _), q in rendered.quotas.items() if project == name)
-                if rendered and not errors
-                else ()
-            )
+            quotas = tuple(quotas_of.get(name, ())) if not errors else ()
             project_outcome = ProjectOutcome(
                 errors=errors,
                 policy_valid=validation.policy_set is not None,
@@ -763,9 +799,7 @@ def _tracking(
     return DeadlineTracking(
         deadlines=tuple(spec.spec.deadlines),
         queued=result.queued.get(project, 0),
-        counted={
-            d.deadline: d.workloads for d in result.capacity.deadlines if d.project == project
-        },
+        counted={d.deadline: d.workloads for d in result.capacity.deadlines_of(project)},
     )
 
 

@@ -329,6 +329,8 @@ def project_status(
 def status_changed(live: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Whether writing `status` would change what the object shows, beyond estimate noise."""
     current = live.get("status") or {}
+    if current == status:
+        return False  # the common case, settled at C speed
     return any(
         key not in current or not _close(key, current[key], value) for key, value in status.items()
     ) or any(key not in status for key in current)
@@ -458,7 +460,7 @@ def project_capacity_status(
     plan: CapacityPlan, project: str, previous: Mapping[str, Any], *, now: float
 ) -> dict[str, Any]:
     """The risk part of a project's status (deadlines, slack, pending, cost, last decision)."""
-    reports = [d for d in plan.deadlines if d.project == project]
+    reports = plan.deadlines_of(project)
     out: dict[str, Any] = {
         "pendingGpus": plan.pending_gpus.get(project, 0),
         "estimatedCostDollarsPerHour": round(plan.project_cost_per_hour.get(project, 0.0), 2),
