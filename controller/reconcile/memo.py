@@ -78,4 +78,24 @@ class DiffMemo:
         self._kept, self._seen = self._seen, {}
 
 
-__all__ = ["DiffMemo", "VersionMemo"]
+class LastResult(Generic[T]):
+    """The last result of one derivation over a whole collection, and the inputs it came from.
+
+    Asked again with equal inputs it answers without deriving. The cache hands the very same
+    objects for what did not change, so comparing two snapshots' tuples is mostly pointer
+    checks; a changed object costs one comparison and a new derivation.
+    """
+
+    def __init__(self, derive: Callable[..., T]) -> None:
+        self._derive = derive
+        self._last: tuple[tuple[Any, ...], T] | None = None
+
+    def __call__(self, *inputs: Any) -> T:
+        if self._last is not None and self._last[0] == inputs:
+            return self._last[1]
+        value = self._derive(*inputs)
+        self._last = (inputs, value)
+        return value
+
+
+__all__ = ["DiffMemo", "LastResult", "VersionMemo"]

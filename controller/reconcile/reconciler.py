@@ -41,7 +41,7 @@ from controller.reconcile.diff import (
     show_ref,
     with_last_applied,
 )
-from controller.reconcile.memo import DiffMemo, VersionMemo
+from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
 from controller.reconcile.status import (
     DeadlineTracking,
     PolicyOutcome,
@@ -211,6 +211,19 @@ def plan_against(
     return make_plan(desired, observed.managed, protected=protected), unserved
 
 
+@dataclass(frozen=True)
+class Readers:
+    """How a pass reads objects into plain data. The controller's remember what they read
+    while its objects do not change (see `controller.reconcile.memo`); `plan` reads afresh."""
+
+    workloads: Callable[[Sequence[KubeObject], frozenset[str]], list[WorkloadView]] = (
+        lambda objects, gpu_resources: [workload_view(o, gpu_resources) for o in objects]
+    )
+    applied: Callable[[PolicySet, Sequence[KubeObject]], dict[tuple[str, str], FlavorQuota]] = (
+        applied_quotas
+    )
+
+
 def observation(
     observed: Observed,
     policy_set: PolicySet,
@@ -219,23 +232,21 @@ def observation(
     namespace: str,
     history: History,
     seed: int = 0,
-    view: Callable[[KubeObject, frozenset[str]], WorkloadView] = workload_view,
+    readers: Readers | None = None,
 ) -> Observation:
-    """What a pass decides on, from what it read of the cluster.
-
-    `view` parses a Workload; the controller passes one that remembers unchanged Workloads.
-    """
+    """What a pass decides on, from what it read of the cluster (through `readers`)."""
+    readers = readers or Readers()
     live_policy = next(
         (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
     )
     gpu_resources = frozenset(p.gpu_resource for p in policy_set.policy.spec.pools)
-    applied = applied_quotas(
+    applied = readers.applied(
         policy_set, [o for o in observed.managed if o.get("kind") == "ClusterQueue"]
     )
     return Observation(
         policy_set=policy_set,
         states=pool_states(live_policy),
-        workloads=[view(w, gpu_resources) for w in observed.workloads],
+        workloads=readers.workloads(observed.workloads, gpu_resources),
         node_claims=[c for c in map(node_claim_view, observed.node_claims) if c is not None],
         history=history,
         now=now,
@@ -281,9 +292,14 @@ def projects_with_objects(managed: Sequence[KubeObject]) -> frozenset[str]:
     )
 
 
-def _in_use(observed: Observed) -> dict[Ref, int]:
+def _in_use(
+    observed: Observed,
+    count: Callable[
+        [Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], dict[Ref, int]
+    ] = queues_in_use,
+) -> dict[Ref, int]:
     local_queues = [o for o in observed.managed if o["kind"] == "LocalQueue"]
-    return queues_in_use(observed.workloads, local_queues)
+    return count(observed.workloads, local_queues)
 
 
 class Reconciler:
@@ -315,6 +331,13 @@ class Reconciler:
         self.record = record
         self._finished_seen: set[tuple[str, str]] = set()
         self._views: VersionMemo[frozenset[str], WorkloadView] = VersionMemo(workload_view)
+        self._readers = Readers(
+            workloads=LastResult(self._read_workloads), applied=LastResult(applied_quotas)
+        )
+        self._queues_in_use = LastResult(queues_in_use)
+        self._boosts_settled: tuple[Sequence[KubeObject], Mapping[Any, int]] | None = None
+        self._statuses_settled: dict[str, tuple[Any, ...]] = {}
+        """Per project, what its status was last computed from when it needed no write."""
         self._differs = DiffMemo(rendered_needs_apply)
         self._validated: tuple[tuple[tuple[Any, Any], ...], ClusterValidation] | None = None
         self._plan: CapacityPlan | None = None
@@ -326,6 +349,14 @@ class Reconciler:
         return read_cluster(self.client, namespace=self.namespace)
 
     # ------------------------------------------------------------------ decide
+    def _read_workloads(
+        self, objects: Sequence[KubeObject], gpu_resources: frozenset[str]
+    ) -> list[WorkloadView]:
+        """Views of the snapshot's Workloads, parsing only those that changed."""
+        views = [self._views(o, gpu_resources) for o in objects]
+        self._views.end_pass()
+        return views
+
     def _decide(
         self, observed: Observed, policy_set: PolicySet
     ) -> tuple[CapacityPlan, dict[str, int]]:
@@ -347,9 +378,8 @@ class Reconciler:
             namespace=self.namespace,
             history=history,
             seed=self.seed,
-            view=self._views,
+            readers=self._readers,
         )
-        self._views.end_pass()
         workloads = seen.workloads
         previous = self._plan
         if previous is not None and plan_holds(previous, seen):
@@ -473,7 +503,9 @@ class Reconciler:
         plan = make_plan(
             desired,
             observed.managed,
-            protected=protected_objects(observed.managed, validation, _in_use(observed)),
+            protected=protected_objects(
+                observed.managed, validation, _in_use(observed, self._queues_in_use)
+            ),
             differs=self._differs,
         )
         self._differs.end_pass()
@@ -605,7 +637,10 @@ class Reconciler:
         Only the boosts this controller set (marked by our annotation) are ever removed, and
         a workload that is admitted or finished loses ours (see `controller.decide.boost`).
         """
-        writes = 0
+        settled = (observed.workloads, capacity.boosts)
+        if self._boosts_settled is not None and self._boosts_settled == settled:
+            return 0  # every boost was in place over these very Workloads last pass
+        writes = refused = 0
         for workload in observed.workloads:
             if _finished(workload):
                 continue
@@ -645,9 +680,11 @@ class Reconciler:
                 if exc.retryable:
                     raise
                 log.warning("boost_refused", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
+                refused += 1
                 continue
             writes += 1
             log.info("priority_boost", workload=f"{key[0]}/{key[1]}", boosted=wanted)
+        self._boosts_settled = settled if not writes and not refused else None
         return writes
 
     def _apply(self, obj: KubeObject) -> None:
@@ -736,9 +773,24 @@ class Reconciler:
         quotas_of: dict[str, list[FlavorQuota]] = {}
         for (project_name, _), quota in (rendered.quotas if rendered else {}).items():
             quotas_of.setdefault(project_name, []).append(quota)
+        settled, self._statuses_settled = self._statuses_settled, {}
         for live in observed.projects:
             name = live["metadata"]["name"]
             errors = validation.errors_of(TrainingProject.KIND, name)
+            inputs = (
+                live,
+                result.capacity,
+                validation,
+                apply_error,
+                result.queued.get(name),
+                name in with_objects,
+            )
+            if not errors and _same_inputs(settled.get(name), inputs):
+                # The very objects it was computed from last pass, when it needed no write:
+                # the status would come out the same (the clock alone changes no part of it
+                # while the plan stands, see plan_holds).
+                self._statuses_settled[name] = inputs
+                continue
             readable = validation.readable.get(name)
             quotas = tuple(quotas_of.get(name, ())) if not errors else ()
             project_outcome = ProjectOutcome(
@@ -758,7 +810,9 @@ class Reconciler:
             was_valid = _condition_status(live, "Valid")
             was_tracked = _condition_status(live, TRACKED)
             status = project_status(live, project_outcome, now=now)
-            if self._write_status(kinds.TRAINING_PROJECT, live, status):
+            if not self._write_status(kinds.TRAINING_PROJECT, live, status):
+                self._statuses_settled[name] = inputs
+            else:
                 result.status_writes += 1
                 tracked = _condition(status, TRACKED)
                 if (
@@ -787,6 +841,16 @@ class Reconciler:
 
 
 TRACKED = "DeadlinesTracked"
+
+
+def _same_inputs(kept: tuple[Any, ...] | None, inputs: tuple[Any, ...]) -> bool:
+    """Objects compared by identity (a deep comparison of a plan would cost what it saves),
+    the small values after them by equality."""
+    return (
+        kept is not None
+        and all(a is b for a, b in zip(kept[:3], inputs[:3], strict=True))
+        and kept[3:] == inputs[3:]
+    )
 
 
 def _tracking(
