@@ -78,6 +78,7 @@ bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 
 	$(PY) bench/bench_policy.py
 	$(PY) bench/bench_risk.py
 	$(PY) bench/bench_decide.py
+	$(PY) bench/bench_pass.py
 	$(PY) bench/bench_reconcile.py
 
 SCALE_SECONDS ?= 60
