@@ -229,12 +229,21 @@ def main() -> None:
     # The pass after the raise holds (a new window starts); the one after that sees nothing new.
     settled = one_pass(policy_set, world, plan.states, FIXED_NOW + 10)
     unchanged = unchanged_pass(settled)
+    churn = churn_pass(settled)
+    print(
+        f"  {'10 Workloads changed (CPU)':<28} best {min(churn):7.3f} s   median "
+        f"{statistics.median(churn):7.3f} s  (the other projects' estimates carried)"
+    )
     print(
         f"  {'nothing changed':<28} best {min(unchanged) * 1000:7.3f} ms  "
         f"median {statistics.median(unchanged) * 1000:7.3f} ms  (the plan stands: plan_holds)"
     )
     met = statistics.median(cpu) < GOAL_CPU_SECONDS
-    print(f"goal median CPU < {GOAL_CPU_SECONDS:g} s: {'met' if met else 'NOT met'}")
+    print(
+        f"goal median CPU < {GOAL_CPU_SECONDS:g} s: a pass from scratch "
+        f"{'met' if met else 'NOT met'}; under churn "
+        f"{'met' if statistics.median(churn) < GOAL_CPU_SECONDS else 'NOT met'}"
+    )
     quiet_met = statistics.median(unchanged) < GOAL_UNCHANGED_SECONDS
     print(
         f"goal a pass where nothing changed < {GOAL_UNCHANGED_SECONDS * 1000:g} ms CPU: "
@@ -242,6 +251,25 @@ def main() -> None:
     )
     if not met:
         profile(lambda: one_pass(policy_set, world, states, FIXED_NOW))
+
+
+def churn_pass(plan: CapacityPlan, changed: int = 10) -> list[float]:
+    """CPU of the pass after `plan` when `changed` Workloads changed 5 s later (one more
+    minute of expected duration each), as under steady churn: the controller hands new views
+    for those and the same ones for the rest, with the last pass's estimates carried."""
+    seen = plan.observation
+    assert seen is not None
+    pick = random.Random(5)
+    times = []
+    for _ in range(RUNS):
+        items = list(seen.workloads)
+        for i in pick.sample(range(len(items)), changed):
+            items[i] = replace(items[i], expected_duration=(items[i].expected_duration or 0) + 60)
+        again = replace(seen, now=seen.now + 5, workloads=items, carried=plan.carried)
+        start = time.process_time()
+        plan_capacity(again)
+        times.append(time.process_time() - start)
+    return times
 
 
 def unchanged_pass(plan: CapacityPlan) -> list[float]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import MAXYEAR, MINYEAR, UTC, date, datetime, time, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 __all__ = [
@@ -132,6 +133,7 @@ _SEARCH_DAYS = 146_097
 _ONE_DAY = timedelta(days=1)
 
 
+@lru_cache(maxsize=1024)
 def parse_cron(expr: str) -> CronSchedule:
     """Parse a cron expression once, so that evaluating it later can never fail on syntax.
 

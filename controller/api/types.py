@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import ClassVar
 
 from controller.api.fields import (
@@ -1077,11 +1078,20 @@ class CapacityPolicy:
     def name(self) -> str:
         return self.metadata.name
 
+    @cached_property
+    def _tiers(self) -> dict[str, Tier]:
+        return {t.name: t for t in self.spec.tiers}
+
+    @cached_property
+    def _pools(self) -> dict[str, GpuPool]:
+        return {p.name: p for p in self.spec.pools}
+
     def tier(self, name: str) -> Tier | None:
-        return next((t for t in self.spec.tiers if t.name == name), None)
+        """By name; rendering asks tens of thousands of times a pass."""
+        return self._tiers.get(name)
 
     def pool(self, name: str) -> GpuPool | None:
-        return next((p for p in self.spec.pools if p.name == name), None)
+        return self._pools.get(name)
 
 
 @dataclass(frozen=True)

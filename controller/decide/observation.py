@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from controller import names
 from controller.api.policy_set import PolicySet
-from controller.capacity import FlavorQuota
+from controller.capacity import FlavorQuota, PoolTarget
 from controller.decide.mix import PoolState
+from controller.render.desired import Rendered
+from controller.risk.model import Carried
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 
@@ -47,6 +49,19 @@ class Observation:
     max_jobs: int | None = None
     """At most this many of a project's workloads, in admission order, enter each estimate
     (the simulator's bound on cost; the controller uses all of them)."""
+    carried: Carry | None = field(default=None, compare=False, repr=False)
+    """What the last pass made (`CapacityPlan.carried`), reused where its inputs did not
+    change; not part of what the pass decides on, only of what it costs."""
 
 
-__all__ = ["History", "Observation"]
+@dataclass(frozen=True)
+class Carry:
+    """What one pass hands the next to save work: its estimates (for projects whose
+    workloads did not change) and its rendered objects (for targets that did not change)."""
+
+    estimates: Carried | None = None
+    rendered: tuple[PolicySet, Mapping[str, PoolTarget], str, Rendered] | None = None
+    """(policy set, targets, namespace) and what they rendered."""
+
+
+__all__ = ["Carry", "History", "Observation"]

@@ -29,11 +29,16 @@ from controller.decide.mix import (
     initial_state,
     track_thresholds,
 )
-from controller.decide.observation import History, Observation
+from controller.decide.observation import Carry, History, Observation
 from controller.decide.shift import Shift, held_by_side, limit_shifts
-from controller.render.desired import Rendered, render
+from controller.render.desired import Rendered, render, render_quotas
 from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
-from controller.risk.model import DeadlineReport, RiskModel, Snapshot, project_workloads
+from controller.risk.model import (
+    DeadlineReport,
+    RiskModel,
+    Snapshot,
+    project_workloads,
+)
 from controller.risk.pools import pool_stats
 from controller.risk.wait import WaitEstimate
 from controller.risk.workloads import WorkloadView
@@ -66,6 +71,8 @@ class CapacityPlan:
     project_cost_per_hour: Mapping[str, float]
     budget_exceeded: frozenset[str]
     observation: Observation | None = field(default=None, compare=False, repr=False)
+    carried: Carry | None = field(default=None, compare=False, repr=False)
+    """What this pass made, for the next pass's Observation (see `Carry`)."""
     """What the plan was decided from, for `plan_holds` to compare the next pass's with."""
 
     @property
@@ -200,11 +207,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     # The split in effect: what the live queues say, and for queues not rendered yet what the
     # states describe.
     applied = {
-        **render(
-            policy_set,
-            targets={p: state_target(s) for p, s in previous.items()},
-            namespace=observation.namespace,
-        ).quotas,
+        **render_quotas(policy_set, targets={p: state_target(s) for p, s in previous.items()})[1],
         **(observation.applied or {}),
     }
     stats = pool_stats(policy.spec.pools, node_claims, now=now)
@@ -221,7 +224,8 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     )
     by_project = project_workloads(policy_set, workloads)
     widest = _widest_pending(policy_set, by_project)
-    model = RiskModel(replace(snapshot, pod_sets=widest), by_project)
+    carry = observation.carried or Carry()
+    model = RiskModel(replace(snapshot, pod_sets=widest), by_project, carried=carry.estimates)
     decisions = tuple(
         decide_pool(
             policy_set,
@@ -264,7 +268,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
                 names.ON_DEMAND: shift.on_demand_limit,
             },
         )
-    rendered = render(policy_set, targets=targets, namespace=observation.namespace)
+    rendered = _render(policy_set, targets, observation.namespace, carry.rendered)
     # Same world, new split: a project whose capacity did not change reuses its estimates.
     final = model.with_quotas(rendered.quotas)
     reports = tuple(final.deadlines())
@@ -346,8 +350,30 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
-        observation=observation,
+        observation=replace(observation, carried=None),
+        carried=Carry(
+            estimates=final.carry(),
+            rendered=(policy_set, targets, observation.namespace, rendered),
+        ),
     )
+
+
+def _render(
+    policy_set: PolicySet,
+    targets: Mapping[str, PoolTarget],
+    namespace: str,
+    last: tuple[PolicySet, Mapping[str, PoolTarget], str, Rendered] | None,
+) -> Rendered:
+    """`render`, or the last pass's objects when they were rendered from the same policy,
+    targets and namespace (the same objects, so later steps can tell they did not change)."""
+    if (
+        last is not None
+        and (last[0] is policy_set or last[0] == policy_set)
+        and last[1] == targets
+        and last[2] == namespace
+    ):
+        return last[3]
+    return render(policy_set, targets=targets, namespace=namespace)
 
 
 PLAN_MAX_AGE_SECONDS = 60.0

@@ -50,15 +50,14 @@ def _spot_cap(targets: Mapping[str, PoolTarget] | None, pool: str) -> int | None
     return None if target is None else target.spot_gpus
 
 
-def render(
+def render_quotas(
     policy_set: PolicySet,
     *,
     on_demand_gpus: Mapping[str, int] | None = None,
     targets: Mapping[str, PoolTarget] | None = None,
-    namespace: str = names.DEFAULT_NAMESPACE,
-) -> Rendered:
-    """Every object the policy needs, for the decided pool targets (or plain on-demand counts;
-    the floors when neither is given)."""
+) -> tuple[tuple[PoolMix, ...], dict[tuple[str, str], FlavorQuota]]:
+    """The mix and the per-project quota splits `render` would write, without the objects:
+    what a pass needs of the split in force."""
     counts = dict(on_demand_gpus or {})
     counts.update({pool: t.on_demand_gpus for pool, t in (targets or {}).items()})
     mix = tuple(
@@ -73,6 +72,19 @@ def render(
         {pool: t.assignments for pool, t in (targets or {}).items()},
         {pool: t.pod_sets for pool, t in (targets or {}).items() if t.pod_sets},
     )
+    return mix, quotas
+
+
+def render(
+    policy_set: PolicySet,
+    *,
+    on_demand_gpus: Mapping[str, int] | None = None,
+    targets: Mapping[str, PoolTarget] | None = None,
+    namespace: str = names.DEFAULT_NAMESPACE,
+) -> Rendered:
+    """Every object the policy needs, for the decided pool targets (or plain on-demand counts;
+    the floors when neither is given)."""
+    mix, quotas = render_quotas(policy_set, on_demand_gpus=on_demand_gpus, targets=targets)
     deferred = {pool: t.deferred_tiers for pool, t in (targets or {}).items() if t.deferred_tiers}
     objects: list[KubeObject] = [
         *keda.priority_classes(policy_set),

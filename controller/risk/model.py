@@ -194,13 +194,49 @@ def project_capacity(
     )
 
 
+CARRY_MAX_AGE_SECONDS = 60.0
+"""How long an estimate is carried to later passes while its project's workloads, cutoff and
+capacity stay the same: the clock alone moves it by far less in a minute than its sampling
+noise (the replay decides every 15 minutes, so it never carries one)."""
+
+
+@dataclass(frozen=True)
+class Carried:
+    """Estimates one pass made, for the next to reuse where nothing they came from changed.
+
+    Keyed by project, with the very workload views they were made from (compared by identity:
+    the controller hands the same view for a Workload that did not change), each deadline's
+    cutoff, and per capacity the estimate and when it was made.
+    """
+
+    views: Mapping[str, tuple[WorkloadView, ...]] = field(default_factory=dict)
+    estimates: Mapping[tuple[str, str], Mapping[Capacity, tuple[Estimate, float]]] = field(
+        default_factory=dict
+    )
+    cutoffs: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    waits: Mapping[str, tuple[Capacity, WaitEstimate, float]] = field(default_factory=dict)
+
+
+def _same_views(kept: tuple[WorkloadView, ...] | None, now: Sequence[WorkloadView]) -> bool:
+    return (
+        kept is not None
+        and len(kept) == len(now)
+        and all(a is b for a, b in zip(kept, now, strict=True))
+    )
+
+
 class RiskModel:
     """Deadline risk and queue waits for one snapshot; cheap to ask again with other shares."""
 
     def __init__(
-        self, snapshot: Snapshot, by_project: Mapping[str, list[WorkloadView]] | None = None
+        self,
+        snapshot: Snapshot,
+        by_project: Mapping[str, list[WorkloadView]] | None = None,
+        *,
+        carried: Carried | None = None,
     ) -> None:
-        """`by_project`: `project_workloads` of the snapshot, when the caller has it already."""
+        """`by_project`: `project_workloads` of the snapshot, when the caller has it already.
+        `carried`: the last pass's estimates (`carry()`), reused where nothing changed."""
         self.snapshot = snapshot
         self.by_project = (
             dict(by_project)
@@ -208,19 +244,64 @@ class RiskModel:
             else project_workloads(snapshot.policy_set, snapshot.workloads)
         )
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
+        """Built when an estimate needs them: most projects' estimates are carried."""
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
         self._by_capacity: dict[tuple[str, str, Capacity], Estimate] = {}
         """(project, deadline, capacity) -> estimate: the same problem asked from another pool,
         at another share that comes to the same capacity, or by the model of a new split."""
+        self._made_at: dict[tuple[str, str, Capacity], float] = {}
+        self._carried: dict[tuple[str, str], Mapping[Capacity, tuple[Estimate, float]]] = {}
+        self._carried_waits: dict[str, tuple[Capacity, WaitEstimate, float]] = {}
         for project in snapshot.policy_set.projects:
-            ordered = _ordered(self.by_project[project.name])[: snapshot.max_jobs]
             for deadline in project.spec.deadlines:
-                key = (project.name, deadline.name)
-                self._cutoffs[key] = cutoff(deadline, snapshot.now)
-                self._jobs[key] = tuple(
-                    _job(w, snapshot, project.name, _counts(w, deadline)) for w in ordered
-                )
+                self._cutoffs[(project.name, deadline.name)] = cutoff(deadline, snapshot.now)
+        if carried is not None:
+            self._take(carried)
+
+    def _take(self, carried: Carried) -> None:
+        """Keep what the last pass estimated for projects whose workloads are the same."""
+        now = self.snapshot.now
+        for project in self.snapshot.policy_set.projects:
+            name = project.name
+            if not _same_views(carried.views.get(name), self.by_project[name]):
+                continue
+            for deadline in project.spec.deadlines:
+                key = (name, deadline.name)
+                if carried.cutoffs.get(key) != self._cutoffs[key]:
+                    continue
+                fresh = {
+                    capacity: (estimate, at)
+                    for capacity, (estimate, at) in carried.estimates.get(key, {}).items()
+                    if 0 <= now - at < CARRY_MAX_AGE_SECONDS
+                }
+                if fresh:
+                    self._carried[key] = fresh
+            wait = carried.waits.get(name)
+            if wait is not None and 0 <= now - wait[2] < CARRY_MAX_AGE_SECONDS:
+                self._carried_waits[name] = wait
+
+    def _jobs_of(self, project: str, deadline: Deadline) -> tuple[Job, ...]:
+        key = (project, deadline.name)
+        if key not in self._jobs:
+            ordered = _ordered(self.by_project[project])[: self.snapshot.max_jobs]
+            self._jobs[key] = tuple(
+                _job(w, self.snapshot, project, _counts(w, deadline)) for w in ordered
+            )
+        return self._jobs[key]
+
+    def carry(self) -> Carried:
+        """What this model estimated, for the next pass's model (see `Carried`)."""
+        estimates: dict[tuple[str, str], dict[Capacity, tuple[Estimate, float]]] = {}
+        for (project, deadline, capacity), estimate in self._by_capacity.items():
+            at = self._made_at[(project, deadline, capacity)]
+            estimates.setdefault((project, deadline), {})[capacity] = (estimate, at)
+        return Carried(
+            views={name: tuple(items) for name, items in self.by_project.items()},
+            estimates=estimates,
+            cutoffs=dict(self._cutoffs),
+            waits=dict(self._carried_waits),
+        )
 
     def with_quotas(self, quotas: Mapping[tuple[str, str], FlavorQuota]) -> RiskModel:
         """The same world under another split: workloads, jobs, cutoffs and every estimate
@@ -232,37 +313,50 @@ class RiskModel:
         other._cutoffs = self._cutoffs
         other._answers = {}
         other._by_capacity = self._by_capacity
+        other._made_at = self._made_at
+        other._carried = self._carried
+        other._carried_waits = self._carried_waits
         return other
 
-    def _estimate(self, asked: Sequence[tuple[str, str, Problem]]) -> list[Estimate]:
-        """Estimates for (project, deadline, problem), sampling only those not known yet."""
-        missing = [
-            (project, deadline, problem)
-            for project, deadline, problem in asked
-            if (project, deadline, problem.capacity) not in self._by_capacity
+    def _estimate(
+        self, asked: Sequence[tuple[TrainingProject, Deadline, Capacity]]
+    ) -> list[Estimate]:
+        """Estimates for (project, deadline, capacity): known ones, carried ones, and the rest
+        sampled in one batch."""
+        missing: dict[tuple[str, str, Capacity], tuple[TrainingProject, Deadline]] = {}
+        for project, deadline, capacity in asked:
+            key = (project.name, deadline.name, capacity)
+            if key in self._by_capacity or key in missing:
+                continue
+            kept = self._carried.get((project.name, deadline.name), {}).get(capacity)
+            if kept is not None:
+                self._by_capacity[key], self._made_at[key] = kept
+                continue
+            missing[key] = (project, deadline)
+        problems = [
+            Problem(self._jobs_of(p.name, d), capacity, self._cutoffs[(p.name, d.name)])
+            for (_, _, capacity), (p, d) in missing.items()
         ]
-        unique = list({(p, d, pr.capacity): pr for p, d, pr in missing}.items())
         fresh = estimate_many(
-            [problem for _, problem in unique],
+            problems,
             now=self.snapshot.now,
             samples=self.snapshot.samples,
             seed=self.snapshot.seed,
         )
-        for (key, _), estimate in zip(unique, fresh, strict=True):
+        for key, estimate in zip(missing, fresh, strict=True):
             self._by_capacity[key] = estimate
-        return [self._by_capacity[(p, d, pr.capacity)] for p, d, pr in asked]
+            self._made_at[key] = self.snapshot.now
+        return [self._by_capacity[(p.name, d.name, c)] for p, d, c in asked]
 
-    def _problems(
+    def _asked(
         self,
         project: TrainingProject,
         override: tuple[str, int] | None = None,
         deadlines: Sequence[Deadline] | None = None,
-    ) -> list[Problem]:
+    ) -> list[tuple[TrainingProject, Deadline, Capacity]]:
         capacity = project_capacity(self.snapshot, project, override)
         return [
-            Problem(
-                self._jobs[(project.name, d.name)], capacity, self._cutoffs[(project.name, d.name)]
-            )
+            (project, d, capacity)
             for d in (project.spec.deadlines if deadlines is None else deadlines)
         ]
 
@@ -278,14 +372,9 @@ class RiskModel:
     def deadlines(self) -> list[DeadlineReport]:
         """Every deadline's estimate under the current split, in one batch (estimates this
         model, or the one it was made from, already has for the same capacity are reused)."""
-        keys: list[tuple[TrainingProject, Deadline]] = []
-        asked: list[tuple[str, str, Problem]] = []
+        asked: list[tuple[TrainingProject, Deadline, Capacity]] = []
         for project in self.snapshot.policy_set.projects:
-            keys.extend((project, d) for d in project.spec.deadlines)
-            asked.extend(
-                (project.name, d.name, problem)
-                for d, problem in zip(project.spec.deadlines, self._problems(project), strict=True)
-            )
+            asked.extend(self._asked(project))
         estimates = self._estimate(asked)
         return [
             DeadlineReport(
@@ -293,11 +382,18 @@ class RiskModel:
                 deadline=deadline.name,
                 cutoff=self._cutoffs[(project.name, deadline.name)],
                 estimate=estimate,
-                workloads=sum(1 for j in self._jobs[(project.name, deadline.name)] if j.counts),
+                workloads=self._counting(project.name, deadline),
                 target=1 - deadline.target_confidence,
             )
-            for (project, deadline), estimate in zip(keys, estimates, strict=True)
+            for (project, deadline, _), estimate in zip(asked, estimates, strict=True)
         ]
+
+    def _counting(self, project: str, deadline: Deadline) -> int:
+        """Unfinished workloads counting toward a deadline (of those an estimate takes)."""
+        ordered = self.by_project[project]
+        if self.snapshot.max_jobs is not None:
+            ordered = _ordered(ordered)[: self.snapshot.max_jobs]
+        return sum(1 for w in ordered if _counts(w, deadline))
 
     def oracle(self, project_name: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
         """Risk per deadline of a project if it had `on_demand_gpus` on-demand in `pool`.
@@ -328,14 +424,9 @@ class RiskModel:
                 self._answers[key] = {}
                 continue
             wanted.append((key, project))
-        asked: list[tuple[str, str, Problem]] = []
+        asked: list[tuple[TrainingProject, Deadline, Capacity]] = []
         for (_, pool, share), project in wanted:
-            open_deadlines = self._open_deadlines(project)
-            problems = self._problems(project, (pool, share), open_deadlines)
-            asked.extend(
-                (project.name, d.name, problem)
-                for d, problem in zip(open_deadlines, problems, strict=True)
-            )
+            asked.extend(self._asked(project, (pool, share), self._open_deadlines(project)))
         estimates = iter(self._estimate(asked))
         for key, project in wanted:
             deadlines = self._open_deadlines(project)
@@ -346,11 +437,15 @@ class RiskModel:
         """Predicted wait of the next workload in each project's ClusterQueue."""
         out = {}
         for project in self.snapshot.policy_set.projects:
+            capacity = project_capacity(self.snapshot, project)
+            kept = self._carried_waits.get(project.name)
+            if kept is not None and kept[0] == capacity:
+                out[project.name] = kept[1]
+                continue
             workloads = _ordered(self.by_project[project.name])
             jobs = [_job(w, self.snapshot, project.name, False) for w in workloads]
             pending = [w.gpus for w in workloads if w.pending]
             new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
-            capacity = project_capacity(self.snapshot, project)
             usable = capacity.on_demand_gpus + capacity.spot_gpus * capacity.spot_availability
             if new_gpus <= capacity.widest_gpus:
                 # A pod set is indivisible and runs once a flavor has room for it: 8 spot GPUs
@@ -363,6 +458,7 @@ class RiskModel:
                 samples=min(self.snapshot.samples, 100),
                 seed=self.snapshot.seed,
             )
+            self._carried_waits[project.name] = (capacity, out[project.name], self.snapshot.now)
         return out
 
     def pending_slack(self) -> dict[tuple[str, str], float | None]:
@@ -403,6 +499,8 @@ def deadline_workloads(model: RiskModel, report: DeadlineReport) -> list[Workloa
 
 
 __all__ = [
+    "CARRY_MAX_AGE_SECONDS",
+    "Carried",
     "DeadlineReport",
     "RiskModel",
     "Snapshot",

@@ -1,0 +1,92 @@
+"""Creates of one kind go out together, kind after kind (`_each_kind_in_parallel`)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from controller.reconcile.reconciler import _each_kind_in_parallel
+
+Doc = dict[str, Any]
+
+
+def objects(kind: str, count: int) -> list[Doc]:
+    return [{"kind": kind, "metadata": {"name": f"{kind.lower()}-{i}"}} for i in range(count)]
+
+
+class Recorder:
+    def __init__(self, barrier_kind: str | None = None, parties: int = 1) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, str]] = []
+        self.in_flight = 0
+        self.most_in_flight: dict[str, int] = {}
+        self.barrier = threading.Barrier(parties, timeout=30) if barrier_kind else None
+        self.barrier_kind = barrier_kind
+
+    def __call__(self, obj: Doc) -> str:
+        kind, name = str(obj["kind"]), str(obj["metadata"]["name"])
+        with self.lock:
+            self.log.append(("start", kind, name))
+            self.in_flight += 1
+            self.most_in_flight[kind] = max(self.most_in_flight.get(kind, 0), self.in_flight)
+        if self.barrier is not None and kind == self.barrier_kind:
+            self.barrier.wait()  # returns only once `parties` writes are in flight together
+        with self.lock:
+            self.in_flight -= 1
+            self.log.append(("end", kind, name))
+        return name
+
+
+def test_writes_of_a_kind_overlap_and_kinds_keep_their_order() -> None:
+    work = objects("ResourceFlavor", 3) + objects("ClusterQueue", 8) + objects("LocalQueue", 5)
+    record = Recorder(barrier_kind="ClusterQueue", parties=4)
+
+    results = _each_kind_in_parallel(work, record, workers=4)
+
+    assert results == [o["metadata"]["name"] for o in work]
+    assert record.most_in_flight["ClusterQueue"] == 4
+    position = {(event, name): i for i, (event, _, name) in enumerate(record.log)}
+    last_end = {
+        kind: max(position[("end", o["metadata"]["name"])] for o in work if o["kind"] == kind)
+        for kind in ("ResourceFlavor", "ClusterQueue")
+    }
+    first_start = {
+        kind: min(position[("start", o["metadata"]["name"])] for o in work if o["kind"] == kind)
+        for kind in ("ClusterQueue", "LocalQueue")
+    }
+    assert last_end["ResourceFlavor"] < first_start["ClusterQueue"]
+    assert last_end["ClusterQueue"] < first_start["LocalQueue"]
+
+
+@pytest.mark.parametrize(
+    ("workers", "serial_kind", "most"),
+    [
+        pytest.param(1, None, 1, id="one worker: one at a time"),
+        pytest.param(4, "Deployment", 1, id="a serial kind: one at a time"),
+    ],
+)
+def test_one_at_a_time(workers: int, serial_kind: str | None, most: int) -> None:
+    work = objects("Deployment", 6)
+    record = Recorder()
+    _each_kind_in_parallel(work, record, workers=workers, serial=lambda o: o["kind"] == serial_kind)
+    assert record.most_in_flight["Deployment"] == most
+    assert [e for e, _, _ in record.log] == ["start", "end"] * 6
+
+
+def test_a_failed_write_is_raised_after_its_kind_and_stops_the_next_kinds() -> None:
+    work = objects("ClusterQueue", 6) + objects("LocalQueue", 2)
+    written: list[str] = []
+    lock = threading.Lock()
+
+    def write(obj: Doc) -> None:
+        name = obj["metadata"]["name"]
+        if name == "clusterqueue-2":
+            raise RuntimeError("refused")
+        with lock:
+            written.append(name)
+
+    with pytest.raises(RuntimeError, match="refused"):
+        _each_kind_in_parallel(work, write, workers=3)
+    assert sorted(written) == [f"clusterqueue-{i}" for i in (0, 1, 3, 4, 5)]
