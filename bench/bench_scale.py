@@ -75,9 +75,9 @@ from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
 from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
+from controller.testenv.faultproxy import kubeconfig_for
+from controller.testenv.rbac import attributes
 from e2e.demo import QUIET, configure_logging, crd_sources, load_crds, read_crd_set
-from tests.faultproxy import kubeconfig_for
-from tests.rbac import attributes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECTS = 1000

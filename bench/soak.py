@@ -83,9 +83,9 @@ from controller.api.types import API_VERSION
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
 from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
+from controller.testenv.faultproxy import CONNECT_TIMEOUT_SECONDS, FaultProxy, kubeconfig_for
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
 from e2e.demo import QUIET, configure_logging, crd_sources, load_crds, read_crd_set
-from tests.faultproxy import CONNECT_TIMEOUT_SECONDS, FaultProxy, kubeconfig_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GITOPS = "soak-gitops"

@@ -9,9 +9,9 @@ the built-in schema; apps/v1 is not served, so warm-pool Deployments are left ou
 controller leaves them out.
 
 Each replica of the two-replica test talks to the server through its own fault proxy
-(tests/faultproxy.py, no faults injected), so every request a replica made is on record: that
-is how the standby is shown to write nothing. Timings are short (lease 3 s, so renew deadline
-2 s and retry period 0.4 s) and the failover and hand-over times are measured and printed
+(controller/testenv/faultproxy.py, no faults injected), so every request a replica made is on
+record: that is how the standby is shown to write nothing. Timings are short (lease 3 s, so renew
+deadline 2 s and retry period 0.4 s) and the failover and hand-over times are measured and printed
 (`pytest -s`), and appended to FAILOVER_LOG.
 """
 
@@ -42,7 +42,7 @@ from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient
 from controller.render.desired import render
 from controller.testenv.controlplane import ControlPlane, free_ports
-from tests.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
+from controller.testenv.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
 from tests.integration.test_reconcile import apply_doc, example_documents, project
 
 REPO_ROOT = Path(__file__).parents[2]
