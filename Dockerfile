@@ -1,7 +1,8 @@
 # The controller image: `docker build -t quartermaster:dev .` (e2e/kind.sh does this).
 # Two stages: wheels are built with pip in a full image; the final image is python:3.11-slim
 # with only the installed package (without the replay's plotting extra `.[sim]` and without
-# the test control plane `controller/testenv`), no compiler, no pip cache, running as an
+# the test harness `controller/testenv`: the test control plane, the proxies, the process and
+# load helpers the tests, e2e and benchmarks share), no compiler, no pip cache, running as an
 # unprivileged user with a read-only root filesystem (the Deployment mounts /tmp as an emptyDir).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 

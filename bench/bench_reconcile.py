@@ -16,20 +16,15 @@ Prints figures only: timings depend on the machine and are not asserted.
 
 from __future__ import annotations
 
-import os
 import resource
 import statistics
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the e2e helpers
 
 from controller import names
 from controller.examples.synthetic import synthetic_documents
@@ -39,13 +34,10 @@ from controller.reconcile.diff import ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.testenv.controlplane import ControlPlane, find_binaries
-from e2e.demo import (
-    QUIET,
-    configure_logging,
-    crd_sources,
-    load_crds,
-    read_crd_set,
-)
+from controller.testenv.counting import resource_of
+from controller.testenv.crds import crd_sources, load_crds, read_crd_set
+from controller.testenv.logconfig import QUIET, configure_logging
+from controller.testenv.procstat import child_peak_rss_mib
 
 PROJECTS = 500
 POOLS = 4
@@ -73,17 +65,6 @@ class CountingClient(KubeClient):
             return Counter(self.requests)
 
 
-def resource_of(path: str) -> str:
-    """`/apis/g/v/namespaces/ns/plural/name/status` -> `plural/status`; discovery -> `discovery`."""
-    parts = [p for p in path.split("?", maxsplit=1)[0].split("/") if p]
-    parts = parts[3:] if parts[:1] == ["apis"] else parts[2:]  # drop /apis/g/v or /api/v
-    if not parts:
-        return "discovery"
-    if parts[0] == "namespaces" and len(parts) > 2:
-        parts = parts[2:]
-    return f"{parts[0]}/{parts[2]}" if len(parts) > 2 else parts[0]
-
-
 def new_client(plane: ControlPlane) -> CountingClient:
     client = CountingClient.from_kubeconfig(str(plane.kubeconfig))
     assert isinstance(client, CountingClient)
@@ -103,27 +84,6 @@ def timed() -> Iterator[list[float]]:
         yield took
     finally:
         took.append(time.perf_counter() - started)
-
-
-def child_peak_rss_mib() -> dict[str, float]:
-    """Peak RSS (VmHWM) of this process's children (etcd, the API server), by command name."""
-    peaks: dict[str, float] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        command = stat[stat.index("(") + 1 : stat.rindex(")")]
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if parent != os.getpid():
-            continue
-        for row in status.splitlines():
-            if row.startswith("VmHWM:"):
-                peaks[command] = int(row.split()[1]) / 1024
-    return peaks
 
 
 def by_kind(objects: tuple[dict[str, Any], ...]) -> str:

@@ -38,15 +38,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,27 +53,37 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the e2e and tests helpers
-
-from soak import (
-    CountingProxy,
-    LogTail,
-    Scheduler,
-    condition,
-    percentiles,
-    proc_sample,
-    rfc3339,
-    stop_controller,
-)
-
 from controller import names
 from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
+from controller.testenv.controller_process import (
+    ControllerProcess,
+    RunOptions,
+    settle,
+    start_controller,
+    stop_controller,
+    wait_ready,
+)
 from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
-from e2e.demo import QUIET, configure_logging, crd_sources, load_crds, read_crd_set
-from tests.faultproxy import kubeconfig_for
-from tests.rbac import attributes
+from controller.testenv.counting import ListCountingProxy
+from controller.testenv.crds import crd_sources, load_crds, read_crd_set
+from controller.testenv.faultproxy import kubeconfig_for
+from controller.testenv.kueue_standin import (
+    admission,
+    admitted_status,
+    create_workload,
+    delete_workload,
+    finished_status,
+    rfc3339,
+    workload_body,
+    write_status,
+)
+from controller.testenv.logconfig import QUIET, configure_logging
+from controller.testenv.logtail import LogTail, logged, writes_in
+from controller.testenv.procstat import proc_sample
+from controller.testenv.scheduler import Scheduler
+from controller.testenv.stats import percentiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECTS = 1000
@@ -86,8 +92,6 @@ WORKLOADS = 10_000
 ADMITTED = 3_000
 CHANGES_PER_SECOND = 10.0
 GITOPS = "bench-gitops"
-KUEUE = "kueue"
-GPU = "nvidia.com/gpu"
 NAMESPACE = names.DEFAULT_NAMESPACE
 READY_TIMEOUT = 600.0
 SETTLE_TIMEOUT = 300.0
@@ -96,21 +100,6 @@ Document = dict[str, Any]
 
 def line(label: str, value: str) -> None:
     print(f"  {label:<48} {value}", flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Counting, with LIST told apart from GET
-
-
-class ListCountingProxy(CountingProxy):
-    """The soak's counting proxy, with each GET counted as what the API server authorizes it
-    as: a LIST of a collection, a GET of one object, or discovery."""
-
-    def _verb(self, method: str, path: str, query: str) -> str:
-        found = attributes(method, path, query)
-        if found is None:
-            return "DISCOVERY"
-        return found.verb.upper() if found.verb in ("list", "watch") else method
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,66 +120,36 @@ def projects_of(documents: Iterable[Document]) -> list[Document]:
     return [d for d in documents if d["kind"] == "TrainingProject"]
 
 
-def workload_body(job: Job, *, deadline: str | None, hours: int) -> Document:
+def job_body(job: Job, *, deadline: str | None, hours: int) -> Document:
+    """The pending Workload of `job`, counting toward `deadline` when one is given."""
     labels = {"bench.quartermaster.dev/run": "1"}
     if deadline:
         labels[names.LABEL_DEADLINE] = deadline
-    return {
-        "apiVersion": kinds.WORKLOAD.api_version,
-        "kind": kinds.WORKLOAD.kind,
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            "labels": labels,
-            "annotations": {names.ANNOTATION_EXPECTED_DURATION: str(hours * 3600)},
-        },
-        "spec": {
-            "queueName": job.project,
-            "priority": 1000,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": job.pods,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "registry.example.com/trainer:1",
-                                    "resources": {
-                                        "requests": {GPU: str(job.gpus_per_pod)},
-                                        "limits": {GPU: str(job.gpus_per_pod)},
-                                    },
-                                }
-                            ],
-                            "restartPolicy": "Never",
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return workload_body(
+        name=job.name,
+        namespace=job.namespace,
+        queue=job.project,
+        priority=1000,
+        pods=job.pods,
+        gpus_per_pod=job.gpus_per_pod,
+        labels=labels,
+        annotations={names.ANNOTATION_EXPECTED_DURATION: str(hours * 3600)},
+    )
 
 
-def admitted_status(job: Job, *, finished: bool = False) -> Document:
+def job_status(job: Job, *, finished: bool = False) -> Document:
+    """`job` admitted now, on its pool's spot flavor; finished now too, when `finished`."""
     now = rfc3339(datetime.now(UTC))
-    conditions = [condition("QuotaReserved", now), condition("Admitted", now)]
-    if finished:
-        conditions.append(condition("Finished", now, reason="Succeeded"))
-    return {
-        "conditions": conditions,
-        "admission": {
-            "clusterQueue": job.project,
-            "podSetAssignments": [
-                {
-                    "name": "main",
-                    "count": job.pods,
-                    "flavors": {GPU: names.flavor_name(job.pool, names.SPOT)},
-                    "resourceUsage": {GPU: str(job.pods * job.gpus_per_pod)},
-                }
-            ],
-        },
-    }
+    admitted = admitted_status(
+        admission(
+            cluster_queue=job.project,
+            pods=job.pods,
+            gpus_per_pod=job.gpus_per_pod,
+            flavor=names.flavor_name(job.pool, names.SPOT),
+        ),
+        now,
+    )
+    return finished_status(admitted, now) if finished else admitted
 
 
 class Kueue:
@@ -232,30 +191,19 @@ class Kueue:
             pool=self.rng.choice([q["pool"] for q in spec["quotas"]]),
         )
         deadline = self.rng.choice(deadlines) if deadlines and self.rng.random() < 0.5 else None
-        return job, workload_body(job, deadline=deadline, hours=self.rng.choice((1, 4, 8, 24)))
+        return job, job_body(job, deadline=deadline, hours=self.rng.choice((1, 4, 8, 24)))
 
     def create(self) -> Job | None:
         job, body = self.new_job()
-        if self._call("created", partial(self.client.create, kinds.WORKLOAD, body)):
+        if self._call("created", partial(create_workload, self.client, body)):
             return job
         return None
 
     def _status(self, what: str, job: Job, status: Document) -> bool:
-        body = {
-            "apiVersion": kinds.WORKLOAD.api_version,
-            "kind": kinds.WORKLOAD.kind,
-            "metadata": {"name": job.name, "namespace": job.namespace},
-            "status": status,
-        }
-        return self._call(
-            what,
-            partial(
-                self.client.apply, kinds.WORKLOAD, body, field_manager=KUEUE, subresource="status"
-            ),
-        )
+        return self._call(what, partial(write_status, self.client, job.namespace, job.name, status))
 
     def admit(self, job: Job) -> bool:
-        return self._status("admitted", job, admitted_status(job))
+        return self._status("admitted", job, job_status(job))
 
     # ------------------------------------------------------------------ the world
     def populate(self, total: int, admitted: int, *, workers: int = 4) -> None:
@@ -281,13 +229,11 @@ class Kueue:
                 self.running.append(job)
         elif step == 2 and self.running:
             job = self.running.popleft()
-            if self._status("finished", job, admitted_status(job, finished=True)):
+            if self._status("finished", job, job_status(job, finished=True)):
                 self.finished.append(job)
         elif step == 3 and self.finished:
             job = self.finished.popleft()
-            self._call(
-                "deleted", partial(self.client.delete, kinds.WORKLOAD, job.name, job.namespace)
-            )
+            self._call("deleted", partial(delete_workload, self.client, job.namespace, job.name))
 
     @property
     def live(self) -> int:
@@ -298,86 +244,13 @@ class Kueue:
 # The controller
 
 
-@dataclass
-class Controller:
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-    started: float
-
-
-def start_controller(root: Path, kubeconfig: Path, log_path: Path) -> Controller:
+def start(root: Path, kubeconfig: Path, log_path: Path) -> ControllerProcess:
+    """`quartermaster run` from the checkout at `root`; its log appended to `log_path`."""
     (port,) = free_ports(1)
-    command = [
-        sys.executable,
-        "-m",
-        "controller.cli",
-        "run",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--namespace",
-        NAMESPACE,
-        "--identity",
-        "bench-scale",
-        "--health-address",
-        f"127.0.0.1:{port}",
-        "--log-format",
-        "json",
-    ]
-    started = time.monotonic()
-    with log_path.open("ab") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=root,  # `-m controller.cli` imports the controller of this checkout
-            stdout=err,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(root)},
-        )
-    return Controller(process, port, log_path, started)
-
-
-def wait_ready(controller: Controller) -> float:
-    """Seconds from start until /readyz says the controller leads and has synced."""
-    while time.monotonic() - controller.started < READY_TIMEOUT:
-        if controller.process.poll() is not None:
-            raise RuntimeError(f"the controller exited with {controller.process.returncode}")
-        try:
-            url = f"http://127.0.0.1:{controller.port}/readyz"
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.read().decode().strip() == "leading; synced":
-                    return time.monotonic() - controller.started
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"not leading and synced within {READY_TIMEOUT:.0f} s")
-
-
-def settle(log: LogTail, since_wall: float) -> float | None:
-    """Seconds until a pass that started after `since_wall` wrote nothing; None on timeout."""
-    started = time.monotonic()
-    while time.monotonic() - started < SETTLE_TIMEOUT:
-        log.poll()
-        if any(p.ended - p.seconds > since_wall and p.writes == 0 for p in log.passes):
-            return time.monotonic() - started
-        time.sleep(0.5)
-    return None
-
-
-def logged(path: Path, event: str, *, since_wall: float) -> list[Document]:
-    """Every log entry named `event` from `since_wall` on (epoch seconds)."""
-    found = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        stamp = entry.get("timestamp")
-        if entry.get("event") != event or not isinstance(stamp, str):
-            continue
-        if datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() >= since_wall:
-            found.append(entry)
-    return found
+    options = RunOptions(
+        kubeconfig=kubeconfig, identity="bench-scale", health_port=port, namespace=NAMESPACE
+    )
+    return start_controller(options, log=log_path, root=root, append=True)
 
 
 @dataclass
@@ -393,17 +266,17 @@ class Sync:
 
 def start_and_sync(
     root: Path, kubeconfig: Path, log_path: Path, proxy: ListCountingProxy
-) -> tuple[Controller, Sync]:
+) -> tuple[ControllerProcess, Sync]:
     before, _, _ = proxy.snapshot()
     wall = time.time()
-    controller = start_controller(root, kubeconfig, log_path)
-    ready = wait_ready(controller)
+    controller = start(root, kubeconfig, log_path)
+    ready = wait_ready(controller, timeout=READY_TIMEOUT, poll=0.1)
     passes = logged(log_path, "reconciled", since_wall=wall)
     synced = logged(log_path, "cache_synced", since_wall=wall)
     after, _, _ = proxy.snapshot()
     lists = sum(n for (verb, _), n in (after - before).items() if verb == "LIST")
     first = passes[0] if passes else {}
-    writes = sum(int(first.get(k, 0)) for k in ("created", "updated", "pruned", "status_writes"))
+    writes = writes_in(first)
     return controller, Sync(
         ready_seconds=ready,
         first_pass_seconds=float(first["seconds"]) if first else None,
@@ -442,7 +315,9 @@ class Window:
     changes: Counter[str] = field(default_factory=Counter)
 
 
-def churn(kueue: Kueue, controller: Controller, proxy: ListCountingProxy, minutes: float) -> Window:
+def churn(
+    kueue: Kueue, controller: ControllerProcess, proxy: ListCountingProxy, minutes: float
+) -> Window:
     log = LogTail(controller.log_path)
     log.poll()
     scheduler = Scheduler()
@@ -612,7 +487,8 @@ def measure(world: World, root: Path, log_path: Path, minutes: float) -> dict[st
     """First start, restart, then the churn window; the controller is stopped after each."""
     controller, first = start_and_sync(root, world.kubeconfig, log_path, world.proxy)
     show_sync("initial sync (creates every object)", first)
-    settled = settle(LogTail(log_path), time.time())  # the first pass wrote: wait for the next
+    # The first pass wrote: wait for the next.
+    settled = settle(LogTail(log_path), time.time(), timeout=SETTLE_TIMEOUT)
     line("then settled (a pass writing nothing)", f"{settled:.1f} s" if settled else "NOT")
     code, took = stop_controller(controller.process)
     line("stopped (SIGTERM)", f"exit {code} in {took:.1f} s")
@@ -622,7 +498,7 @@ def measure(world: World, root: Path, log_path: Path, minutes: float) -> dict[st
     show_sync("restart on the synced cluster", restart)
     try:
         # Usually the restart's first pass writes nothing already; no later pass need come.
-        settle(LogTail(log_path), restarted_at)
+        settle(LogTail(log_path), restarted_at, timeout=SETTLE_TIMEOUT)
         churned = report(churn(world.kueue, controller, world.proxy, minutes))
     finally:
         code, took = stop_controller(controller.process)

@@ -11,9 +11,10 @@ real API server and measures the controller from outside, as an operator would s
   window, at its end, the growth, min/max and a least-squares slope in MiB/hour (also threads
   and open file descriptors, which leak along with memory);
 - API writes a minute by verb and resource, counted by an HTTP proxy only the controller talks
-  through (the fault proxy of tests/faultproxy.py, counting instead of keeping a record of each
-  request so the soak itself does not grow, with Nagle off and upstream connections kept open
-  so it does not slow the passes it counts: its remaining cost is printed by `--direct`);
+  through (the counting proxy of controller/testenv/counting.py, which counts instead of keeping
+  a record of each request so the soak itself does not grow, with Nagle off and upstream
+  connections kept open so it does not slow the passes it counts: its remaining cost is printed
+  by `--direct`);
 - reconcile latency p50/p90/p99/max per pass from the structured log (`reconciled.seconds`)
   and, as a cross-check, from the `quartermaster_reconcile_duration_seconds` histogram;
 - reconcile errors (the counter and error-level log lines), and at the end whether
@@ -44,23 +45,16 @@ Run: `make soak`, or `.venv/bin/python bench/soak.py --minutes 1` for a quick lo
 from __future__ import annotations
 
 import argparse
-import heapq
-import http.client
 import itertools
 import json
 import os
 import random
 import resource
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -70,33 +64,60 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the e2e and tests helpers
-
-from bench_reconcile import child_peak_rss_mib, resource_of
 
 from controller import names
 from controller.api.types import API_VERSION
 from controller.kube import kinds
-from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
+from controller.kube.client import KubeClient, KubeError
+from controller.testenv.controller_process import (
+    ControllerExitedError,
+    RunOptions,
+    run_plan,
+    settle,
+    start_controller,
+    stop_controller,
+    wait_ready,
+)
 from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
+from controller.testenv.counting import BOOKKEEPING, CountingProxy, writes_of
+from controller.testenv.crds import crd_sources, load_crds, read_crd_set
+from controller.testenv.faultproxy import kubeconfig_for
+from controller.testenv.kueue_standin import (
+    admission,
+    admitted_status,
+    create_workload,
+    delete_workload,
+    finished_status,
+    rfc3339,
+    workload_body,
+    write_status,
+)
+from controller.testenv.logconfig import QUIET, configure_logging
+from controller.testenv.logtail import LogTail
+from controller.testenv.procstat import (
+    MACHINE,
+    ProcSample,
+    child_peak_rss_mib,
+    cpu_by_process,
+    machine_busy_seconds,
+    proc_sample,
+)
 from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
-from e2e.demo import QUIET, configure_logging, crd_sources, load_crds, read_crd_set
-from tests.faultproxy import CONNECT_TIMEOUT_SECONDS, FaultProxy, kubeconfig_for
+from controller.testenv.scheduler import Scheduler
+from controller.testenv.scrape import Scrape, bucket_quantile, scrape
+from controller.testenv.stats import percentiles, slope_per_hour
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GITOPS = "soak-gitops"
 """Field manager of the policy and its edits, as Argo CD or Flux would apply them."""
-KUEUE = "kueue"
-"""Field manager of the Workloads and their status: the soak plays Kueue."""
-GPU = "nvidia.com/gpu"
 NAMESPACE = names.DEFAULT_NAMESPACE
 LEASE_DURATION = 15.0
 SETTLE_TIMEOUT = 90.0
 READY_TIMEOUT = 90.0
+PLAN_TIMEOUT = 180.0
+OWN_CPU = "soak (load, proxy)"
+"""This process's name among the CPU figures: the load generator and the proxy."""
 PROJECTS = 20
 POOLS: tuple[tuple[str, int, float, float], ...] = (
     # name, GPUs per node, on-demand and spot dollars per GPU-hour
@@ -139,10 +160,6 @@ class Project:
     doc: Document
     quota_raised: bool = False
     deadline_moved: bool = False
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def policy_document(prometheus_url: str | None) -> Document:
@@ -248,199 +265,7 @@ def write_policy_dir(directory: Path, policy: Document, members: Sequence[Projec
 
 
 # --------------------------------------------------------------------------------------------
-# Counting the controller's requests
-
-
-class _Upstream(http.client.HTTPSConnection):
-    """A connection to the API server that remembers its last response, so the proxy can tell
-    whether it was read to the end (and the connection can carry the next request)."""
-
-    last: http.client.HTTPResponse | None = None
-
-    def getresponse(self) -> http.client.HTTPResponse:
-        self.last = super().getresponse()
-        return self.last
-
-    @property
-    def reusable(self) -> bool:
-        last = self.last
-        return (
-            self.sock is not None and last is not None and last.isclosed() and not last.will_close
-        )
-
-
-class CountingProxy(FaultProxy):
-    """The fault proxy, counting requests by (verb, resource) and by status instead of keeping
-    a record of each: a soak sends hundreds of thousands, and the soak must not be what grows.
-    It also sums the time to the response's headers, which says where a slow pass waits.
-
-    Unlike the fault proxy, it keeps connections to the API server open between requests: a
-    TLS handshake per request added about 10 ms to each, half as much again to a pass.
-    """
-
-    def __init__(self, plane: ControlPlane) -> None:
-        super().__init__(plane.server, token=plane.token, ca_file=plane.ca_file)
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.statuses: Counter[int] = Counter()
-        self.seconds: dict[tuple[str, str], float] = {}
-        self._count_lock = threading.Lock()
-        self._idle: list[tuple[float, _Upstream]] = []
-        """(when it was put back, connection), newest last."""
-
-    def start(self) -> CountingProxy:
-        """Start, with Nagle's algorithm off on every connection the controller opens.
-
-        The fault proxy's handler writes a response's headers and its body in separate sends;
-        with Nagle on, the body waits for the client's delayed ACK of the headers, some 40 ms a
-        request. That tripled the pass time (p50 0.35 s direct, 1.46 s through the proxy) and
-        so cut the passes and writes the soak set out to count. Accepted sockets inherit
-        TCP_NODELAY from the listening socket, and no client has the address yet.
-        """
-        super().start()
-        assert self._server is not None
-        self._server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self
-
-    def _record(
-        self,
-        method: str,
-        path: str,
-        status: int,
-        received: float,
-        query: str = "",
-        *,
-        body: bytes | None = None,
-    ) -> None:
-        del body  # counted, not kept
-        key = (self._verb(method, path, query), resource_of(path))
-        took = time.monotonic() - received
-        with self._count_lock:
-            self.counts[key] += 1
-            self.statuses[status] += 1
-            self.seconds[key] = self.seconds.get(key, 0.0) + took
-
-    def _verb(self, method: str, path: str, query: str) -> str:
-        """What a request is counted as: its method, or WATCH for a watch."""
-        del path
-        return "WATCH" if method == "GET" and "watch=true" in query else method
-
-    def _open_upstream(self) -> http.client.HTTPSConnection:
-        now = time.monotonic()
-        with self._count_lock:
-            stale = [c for since, c in self._idle if now - since >= IDLE_SECONDS]
-            self._idle = [(since, c) for since, c in self._idle if now - since < IDLE_SECONDS]
-            reused = self._idle.pop()[1] if self._idle else None
-        for connection in stale:
-            connection.close()
-        connection = reused or _Upstream(
-            self.upstream_host,
-            self.upstream_port,
-            context=self.ssl_context,
-            timeout=CONNECT_TIMEOUT_SECONDS,
-        )
-        connection.last = None  # reusable again only once this request's answer is read
-        if connection.sock is not None:
-            connection.sock.settimeout(CONNECT_TIMEOUT_SECONDS)  # the handler clears it
-        with self._lock:  # as the fault proxy does: a closing proxy opens nothing
-            if self._closing:
-                connection.close()
-                raise ConnectionAbortedError("the proxy is closing")
-            self._upstreams.add(connection)
-        return connection
-
-    def _close_upstream(self, connection: http.client.HTTPSConnection) -> None:
-        if isinstance(connection, _Upstream) and connection.reusable:
-            with self._lock:
-                self._upstreams.discard(connection)
-                closing = self._closing
-            if not closing:
-                with self._count_lock:
-                    self._idle.append((time.monotonic(), connection))
-                return
-        super()._close_upstream(connection)
-
-    def close(self) -> None:
-        super().close()
-        with self._count_lock:
-            idle, self._idle = self._idle, []
-        for _, connection in idle:
-            connection.close()
-
-    def snapshot(
-        self,
-    ) -> tuple[Counter[tuple[str, str]], Counter[int], dict[tuple[str, str], float]]:
-        with self._count_lock:
-            return Counter(self.counts), Counter(self.statuses), dict(self.seconds)
-
-
-def writes_of(counts: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
-    return Counter({key: n for key, n in counts.items() if key[0] in WRITE_VERBS})
-
-
-IDLE_SECONDS = 30.0
-"""Upstream connections idle longer are closed rather than reused."""
-BOOKKEEPING = frozenset({kinds.LEASE.plural, kinds.EVENT.plural})
-"""Writes that are not about the policy's objects: Lease renewals and Events."""
-
-
-# --------------------------------------------------------------------------------------------
-# Scheduling the load, single-threaded
-
-
-class Scheduler:
-    """A heap of timed actions run in one thread: the load generator stays one core's sliver.
-
-    Recurring actions are rescheduled from their due time, not from when they ran, so a slow
-    API call does not lower the rate; `max_lag` says how far behind the generator ever fell.
-    """
-
-    def __init__(self) -> None:
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
-        self._order = itertools.count()
-        self.max_lag = 0.0
-
-    def at(self, when: float, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (when, next(self._order), action))
-
-    def every(self, start: float, interval: float, action: Callable[[], None]) -> None:
-        def run(due: float) -> None:
-            action()
-            self.at(due + interval, partial(run, due + interval))
-
-        self.at(start, partial(run, start))
-
-    def clear(self) -> None:
-        self._queue.clear()
-
-    def run_until(self, deadline: float) -> None:
-        while True:
-            now = time.monotonic()
-            if not self._queue or self._queue[0][0] > deadline:
-                if deadline > now:
-                    time.sleep(deadline - now)
-                return
-            when = self._queue[0][0]
-            if when > now:
-                time.sleep(when - now)
-                continue
-            _, _, action = heapq.heappop(self._queue)
-            self.max_lag = max(self.max_lag, now - when)
-            action()
-
-
-# --------------------------------------------------------------------------------------------
 # The load: Kueue's part on Workloads, and GitOps edits
-
-
-def condition(type_: str, when: str, reason: str | None = None) -> Document:
-    return {
-        "type": type_,
-        "status": "True",
-        "reason": reason or type_,
-        "message": f"{type_} by the soak",
-        "lastTransitionTime": when,
-        "observedGeneration": 1,
-    }
 
 
 @dataclass
@@ -524,45 +349,20 @@ class Churn:
         if project.deadlines and self.rng.random() < 0.7:
             labels[names.LABEL_DEADLINE] = self.rng.choice(project.deadlines)
         hours = self.rng.choice(EXPECTED_HOURS)
-        body = {
-            "apiVersion": kinds.WORKLOAD.api_version,
-            "kind": kinds.WORKLOAD.kind,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": labels,
-                "annotations": {
-                    names.ANNOTATION_EXPECTED_DURATION: str(hours * 3600),
-                    names.ANNOTATION_CHECKPOINT_INTERVAL: str(min(hours, 4) * 3600),
-                },
+        body = workload_body(
+            name=name,
+            namespace=namespace,
+            queue=project.name,
+            priority=project.priority,
+            pods=pods,
+            gpus_per_pod=gpus_per_pod,
+            labels=labels,
+            annotations={
+                names.ANNOTATION_EXPECTED_DURATION: str(hours * 3600),
+                names.ANNOTATION_CHECKPOINT_INTERVAL: str(min(hours, 4) * 3600),
             },
-            "spec": {
-                "queueName": project.name,
-                "priority": project.priority,
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": pods,
-                        "template": {
-                            "spec": {
-                                "containers": [
-                                    {
-                                        "name": "train",
-                                        "image": "registry.example.com/trainer:1",
-                                        "resources": {
-                                            "requests": {GPU: str(gpus_per_pod)},
-                                            "limits": {GPU: str(gpus_per_pod)},
-                                        },
-                                    }
-                                ],
-                                "restartPolicy": "Never",
-                            }
-                        },
-                    }
-                ],
-            },
-        }
-        if not self._call("create", partial(self.client.create, kinds.WORKLOAD, body)):
+        )
+        if not self._call("create", partial(create_workload, self.client, body)):
             return
         self.tally.created += 1
         key = (namespace, name)
@@ -573,45 +373,23 @@ class Churn:
             self._later(CANCELLED_AFTER_SECONDS, partial(self.delete, key, cancelled=True))
 
     def _status(self, key: tuple[str, str], status: Document) -> bool:
-        body = {
-            "apiVersion": kinds.WORKLOAD.api_version,
-            "kind": kinds.WORKLOAD.kind,
-            "metadata": {"name": key[1], "namespace": key[0]},
-            "status": status,
-        }
-        return self._call(
-            "status",
-            partial(
-                self.client.apply, kinds.WORKLOAD, body, field_manager=KUEUE, subresource="status"
-            ),
-        )
+        return self._call("status", partial(write_status, self.client, *key, status))
 
     def _admission(self, workload: Live) -> Document:
         pool = self.rng.choice(workload.project.pools)
         spot = workload.project.allow_spot and self.rng.random() < 0.6
-        flavor = names.flavor_name(pool, names.SPOT if spot else names.ON_DEMAND)
-        return {
-            "clusterQueue": workload.project.name,
-            "podSetAssignments": [
-                {
-                    "name": "main",
-                    "count": workload.pods,
-                    "flavors": {GPU: flavor},
-                    "resourceUsage": {GPU: str(workload.pods * workload.gpus_per_pod)},
-                }
-            ],
-        }
+        return admission(
+            cluster_queue=workload.project.name,
+            pods=workload.pods,
+            gpus_per_pod=workload.gpus_per_pod,
+            flavor=names.flavor_name(pool, names.SPOT if spot else names.ON_DEMAND),
+        )
 
     def admit(self, key: tuple[str, str]) -> None:
         workload = self.live.get(key)
         if workload is None:
             return
-        now = rfc3339(datetime.now(UTC))
-        admission = self._admission(workload)
-        status = {
-            "conditions": [condition("QuotaReserved", now), condition("Admitted", now)],
-            "admission": admission,
-        }
+        status = admitted_status(self._admission(workload), rfc3339(datetime.now(UTC)))
         if self._status(key, status):
             self.tally.admitted += 1
             workload.state = "running"
@@ -621,15 +399,7 @@ class Churn:
         workload = self.live.get(key)
         if workload is None:
             return
-        now = rfc3339(datetime.now(UTC))
-        status = {
-            "conditions": [
-                *admitted["conditions"],
-                condition("Finished", now, reason="Succeeded"),
-            ],
-            "admission": admitted["admission"],
-        }
-        if self._status(key, status):
+        if self._status(key, finished_status(admitted, rfc3339(datetime.now(UTC)))):
             self.tally.finished += 1
             workload.state = "finished"
         self._later(FINISHED_SECONDS, partial(self.delete, key))
@@ -637,7 +407,7 @@ class Churn:
     def delete(self, key: tuple[str, str], *, cancelled: bool = False) -> None:
         if key not in self.live:
             return
-        if self._call("delete", partial(self.client.delete, kinds.WORKLOAD, key[1], key[0])):
+        if self._call("delete", partial(delete_workload, self.client, *key)):
             self.tally.deleted += 1
             self.tally.cancelled += int(cancelled)
         del self.live[key]
@@ -666,254 +436,7 @@ class Churn:
 
 
 # --------------------------------------------------------------------------------------------
-# Watching the controller
-
-
-@dataclass(frozen=True)
-class ProcSample:
-    at: float
-    """time.monotonic()."""
-    rss_mib: float
-    hwm_mib: float
-    threads: int
-    fds: int
-    cpu_seconds: float
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-MACHINE = "(machine)"
-"""The key of the machine-wide busy time among the per-process CPU figures."""
-
-
-def cpu_seconds(stat: str) -> float:
-    """utime + stime from a /proc/<pid>/stat line."""
-    after_name = stat[stat.rindex(")") + 2 :].split()
-    return (int(after_name[11]) + int(after_name[12])) / CLOCK_TICKS
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy since boot (every process, every core)."""
-    first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in first[:8])
-    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
-
-
-def cpu_by_process(controller: int) -> dict[str, float]:
-    """CPU seconds so far of this process (load generator and proxy) and of its children (the
-    controller, the API server, etcd, Prometheus): is the machine, not the controller, busy?"""
-    used = {"soak (load, proxy)": cpu_seconds(Path("/proc/self/stat").read_text())}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[1]) != os.getpid():
-            continue
-        name = (
-            "controller"
-            if int(proc.name) == controller
-            else stat[stat.index("(") + 1 : stat.rindex(")")]
-        )
-        used[name] = used.get(name, 0.0) + cpu_seconds(stat)
-    return used
-
-
-def proc_sample(pid: int) -> ProcSample | None:
-    """None when the process is gone."""
-    base = Path(f"/proc/{pid}")
-    try:
-        status = (base / "status").read_text()
-        stat = (base / "stat").read_text()
-        fds = len(os.listdir(base / "fd"))
-    except OSError:
-        return None
-    fields = dict(row.split(":", 1) for row in status.splitlines() if ":" in row)
-
-    def kib(name: str) -> float:
-        return int(fields[name].split()[0]) / 1024
-
-    return ProcSample(
-        at=time.monotonic(),
-        rss_mib=kib("VmRSS"),
-        hwm_mib=kib("VmHWM"),
-        threads=int(fields["Threads"].strip()),
-        fds=fds,
-        cpu_seconds=cpu_seconds(stat),
-    )
-
-
-@dataclass(frozen=True)
-class Pass:
-    """One `reconciled` log line."""
-
-    ended: float
-    """Epoch seconds, from the log's timestamp."""
-    seconds: float
-    created: int
-    updated: int
-    pruned: int
-    status_writes: int
-
-    @property
-    def writes(self) -> int:
-        return self.created + self.updated + self.pruned + self.status_writes
-
-
-def epoch_of(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
-@dataclass
-class LogTail:
-    """Reads the controller's JSON log as it grows: passes, levels, events, errors."""
-
-    path: Path
-    offset: int = 0
-    rest: bytes = b""
-    passes: list[Pass] = field(default_factory=list)
-    levels: Counter[str] = field(default_factory=Counter)
-    events: Counter[str] = field(default_factory=Counter)
-    warnings: list[tuple[float, str]] = field(default_factory=list)
-    """(epoch seconds, event) of every warning."""
-    decisions: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
-    not_json: int = 0
-
-    def poll(self) -> None:
-        try:
-            with self.path.open("rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except OSError:
-            return
-        self.offset += len(data)
-        lines = (self.rest + data).split(b"\n")
-        self.rest = lines.pop()
-        for raw in lines:
-            if raw.strip():
-                self._line(raw)
-
-    def _line(self, raw: bytes) -> None:
-        try:
-            entry = json.loads(raw)
-        except json.JSONDecodeError:
-            self.not_json += 1
-            if len(self.errors) < 20:
-                self.errors.append(f"(not JSON) {raw[:200].decode(errors='replace')}")
-            return
-        level = str(entry.get("level", ""))
-        event = str(entry.get("event", ""))
-        self.levels[level] += 1
-        self.events[event] += 1
-        if level == "warning":
-            self.warnings.append(
-                (epoch_of(str(entry.get("timestamp", "1970-01-01T00:00:00Z"))), event)
-            )
-        if level in ("error", "critical", "exception") and len(self.errors) < 20:
-            self.errors.append(json.dumps(entry)[:400])
-        if event == "capacity_decision":
-            self.decisions[f"{entry.get('action')}/{entry.get('reason')}"] += 1
-        if event == "reconciled":
-            self.passes.append(
-                Pass(
-                    ended=epoch_of(str(entry["timestamp"])),
-                    seconds=float(entry.get("seconds", 0.0)),
-                    created=int(entry.get("created", 0)),
-                    updated=int(entry.get("updated", 0)),
-                    pruned=int(entry.get("pruned", 0)),
-                    status_writes=int(entry.get("status_writes", 0)),
-                )
-            )
-
-    def passes_between(self, start: float, end: float) -> list[Pass]:
-        return [p for p in self.passes if start <= p.ended < end]
-
-    @property
-    def error_lines(self) -> int:
-        return sum(self.levels[level] for level in ("error", "critical", "exception"))
-
-
-@dataclass(frozen=True)
-class Scrape:
-    """What /metrics said: the reconcile histogram, the error counter, the series count."""
-
-    buckets: tuple[tuple[float, float], ...]
-    """(upper bound, cumulative count), ascending."""
-    count: float
-    total_seconds: float
-    errors: float
-    series: int
-
-
-def scrape(url: str) -> Scrape | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None
-    buckets: list[tuple[float, float]] = []
-    count = total = errors = 0.0
-    series = 0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            series += 1
-            if sample.name == "quartermaster_reconcile_duration_seconds_bucket":
-                buckets.append((float(sample.labels["le"]), sample.value))
-            elif sample.name == "quartermaster_reconcile_duration_seconds_count":
-                count = sample.value
-            elif sample.name == "quartermaster_reconcile_duration_seconds_sum":
-                total = sample.value
-            elif sample.name == "quartermaster_reconcile_errors_total":
-                errors = sample.value
-    return Scrape(tuple(sorted(buckets)), count, total, errors, series)
-
-
-def bucket_quantile(start: Scrape, end: Scrape, q: float) -> str:
-    """Quantile of the passes between two scrapes, interpolated within its bucket (as
-    Prometheus's histogram_quantile does); '>X' when it falls in the +Inf bucket."""
-    before = dict(start.buckets)
-    deltas = [(le, cum - before.get(le, 0.0)) for le, cum in end.buckets]
-    total = deltas[-1][1] if deltas else 0.0
-    if total <= 0:
-        return "n/a"
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for le, cum in deltas:
-        if cum >= rank:
-            if le == float("inf"):
-                return f">{lower:g}"
-            share = (rank - below) / (cum - below) if cum > below else 1.0
-            return f"{lower + (le - lower) * share:.3f}"
-        lower, below = le, cum
-    return "n/a"
-
-
-# --------------------------------------------------------------------------------------------
-# Statistics
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p90": None, "p99": None, "max": None}
-    p50, p90, p99 = np.percentile(np.asarray(values, dtype=float), [50, 90, 99])
-    return {
-        "p50": round(float(p50), 3),
-        "p90": round(float(p90), 3),
-        "p99": round(float(p99), 3),
-        "max": round(max(values), 3),
-    }
-
-
-def slope_per_hour(samples: Sequence[ProcSample]) -> float | None:
-    """Least-squares RSS slope, MiB/hour; None with fewer than three samples."""
-    if len(samples) < 3:
-        return None
-    hours = np.asarray([(s.at - samples[0].at) / 3600 for s in samples], dtype=float)
-    rss = np.asarray([s.rss_mib for s in samples], dtype=float)
-    slope, _ = np.polyfit(hours, rss, 1)
-    return round(float(slope), 2)
+# Printing
 
 
 def fmt(value: float | None, unit: str = "", digits: int = 3) -> str:
@@ -934,10 +457,6 @@ def top_writes(counts: Counter[tuple[str, str]], minutes: float, limit: int = 6)
 
 # --------------------------------------------------------------------------------------------
 # The run
-
-
-class ControllerDiedError(RuntimeError):
-    """The controller process exited while the soak still needed it."""
 
 
 @dataclass
@@ -996,7 +515,7 @@ class Monitor:
     def sample(self) -> ProcSample | None:
         self.log.poll()
         if not self.alive():
-            raise ControllerDiedError(f"the controller exited with {self.process.returncode}")
+            raise ControllerExitedError(f"the controller exited with {self.process.returncode}")
         taken = proc_sample(self.process.pid)
         if taken is not None:
             self.samples.append(taken)
@@ -1012,7 +531,7 @@ class Monitor:
             statuses=statuses,
             request_seconds=seconds,
             cpu={
-                **cpu_by_process(self.process.pid),
+                **cpu_by_process(self.process.pid, own=OWN_CPU),
                 MACHINE: machine_busy_seconds(),
             },
             tally=Tally(**vars(self.churn.tally)),
@@ -1049,107 +568,6 @@ class Monitor:
             f" | errors {self.log.error_lines} warnings {warnings}",
             flush=True,
         )
-
-
-def start_controller(
-    kubeconfig: Path, port: int, resync_seconds: float, log_path: Path
-) -> subprocess.Popen[bytes]:
-    command = [
-        sys.executable,
-        "-m",
-        "controller.cli",
-        "run",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--namespace",
-        NAMESPACE,
-        "--identity",
-        "soak",
-        "--lease-duration",
-        str(LEASE_DURATION),
-        "--resync-seconds",
-        str(resync_seconds),
-        "--health-address",
-        f"127.0.0.1:{port}",
-        "--log-format",
-        "json",
-    ]
-    with log_path.open("wb") as err:
-        return subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            stdout=err,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-
-def wait_ready(process: subprocess.Popen[bytes], port: int) -> float:
-    """Seconds until /readyz says the controller leads and has synced once."""
-    started = time.monotonic()
-    while time.monotonic() - started < READY_TIMEOUT:
-        if process.poll() is not None:
-            raise ControllerDiedError(f"the controller exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                if r.status == 200 and r.read().decode().strip() == "leading; synced":
-                    return time.monotonic() - started
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the controller was not leading and synced within {READY_TIMEOUT:.0f} s")
-
-
-def settle(log: LogTail, since: float, process: subprocess.Popen[bytes]) -> float | None:
-    """Seconds until a pass that started after `since` wrote nothing; None on timeout."""
-    started = time.monotonic()
-    while time.monotonic() - started < SETTLE_TIMEOUT:
-        log.poll()
-        if process.poll() is not None:
-            return None
-        if any(p.ended - p.seconds > since and p.writes == 0 for p in log.passes):
-            return time.monotonic() - started
-        time.sleep(0.5)
-    return None
-
-
-def run_plan(policy_dir: Path, kubeconfig: Path) -> tuple[int, str]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "plan",
-            "-f",
-            str(policy_dir),
-            "--kubeconfig",
-            str(kubeconfig),
-            "--namespace",
-            NAMESPACE,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    return done.returncode, (done.stdout + done.stderr).strip()
-
-
-def stop_controller(process: subprocess.Popen[bytes]) -> tuple[int | None, float]:
-    """SIGTERM, as a Deployment rollout would; (exit code, seconds), killed after 20 s."""
-    if process.poll() is not None:
-        return process.returncode, 0.0
-    sent = time.monotonic()
-    process.send_signal(signal.SIGTERM)
-    try:
-        code = process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return None, time.monotonic() - sent
-    return code, time.monotonic() - sent
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:
@@ -1265,7 +683,19 @@ def build_world(stack: ExitStack, options: Options, state: Path, outcome: Outcom
     proxy.start()
     log_path = state / "controller.log"
     kubeconfig = plane.kubeconfig if options.direct else kubeconfig_for(proxy, state)
-    process = start_controller(kubeconfig, metrics_port, options.resync_seconds, log_path)
+    controller = start_controller(
+        RunOptions(
+            kubeconfig=kubeconfig,
+            identity="soak",
+            health_port=metrics_port,
+            namespace=NAMESPACE,
+            lease_duration=LEASE_DURATION,
+            resync_seconds=options.resync_seconds,
+        ),
+        log=log_path,
+        root=REPO_ROOT,
+    )
+    process = controller.process
 
     def stop_all() -> None:
         if outcome.exit_code is None and process.poll() is None:
@@ -1274,7 +704,7 @@ def build_world(stack: ExitStack, options: Options, state: Path, outcome: Outcom
         proxy.close()
 
     stack.callback(stop_all)
-    outcome.ready_seconds = wait_ready(process, metrics_port)
+    outcome.ready_seconds = wait_ready(controller, timeout=READY_TIMEOUT)
     line("controller leading and synced", f"{outcome.ready_seconds:.1f} s (pid {process.pid})")
     return World(
         plane,
@@ -1283,7 +713,7 @@ def build_world(stack: ExitStack, options: Options, state: Path, outcome: Outcom
         members,
         proxy,
         process,
-        f"http://127.0.0.1:{metrics_port}/metrics",
+        controller.metrics_url,
         LogTail(log_path),
     )
 
@@ -1323,7 +753,7 @@ def drive(world: World, options: Options, outcome: Outcome) -> tuple[Monitor, Ch
         scheduler.every(start.mono + 60, 60, monitor.progress)
         scheduler.run_until(start.mono + options.minutes * 60)
         outcome.end = monitor.mark()
-    except ControllerDiedError as died:
+    except ControllerExitedError as died:
         outcome.died = str(died)
     scheduler.clear()
     return monitor, churn, scheduler
@@ -1333,10 +763,19 @@ def conclude(world: World, state: Path, outcome: Outcome) -> None:
     """Let the controller settle, plan the policy as last edited, then SIGTERM it."""
     stopped = time.time()
     if outcome.died is None:
-        outcome.settled_seconds = settle(world.log, stopped, world.process)
+        outcome.settled_seconds = settle(
+            world.log, stopped, timeout=SETTLE_TIMEOUT, process=world.process
+        )
         policy_dir = state / "policy"
         write_policy_dir(policy_dir, world.policy, world.members)
-        outcome.plan_code, outcome.plan_output = run_plan(policy_dir, world.plane.kubeconfig)
+        plan = run_plan(
+            policy_dir,
+            world.plane.kubeconfig,
+            namespace=NAMESPACE,
+            root=REPO_ROOT,
+            timeout=PLAN_TIMEOUT,
+        )
+        outcome.plan_code, outcome.plan_output = plan.code, plan.output
         if world.process.poll() is not None:
             outcome.died = f"the controller exited with {world.process.returncode}"
         else:
@@ -1404,8 +843,8 @@ def memory_section(run: Run, start: Marker, end: Marker) -> dict[str, Any]:
         "rss_min_mib": round(min(s.rss_mib for s in samples), 1),
         "rss_max_mib": round(max(s.rss_mib for s in samples), 1),
         "peak_rss_mib": round(last.hwm_mib, 1),
-        "slope_mib_per_hour": slope_per_hour(samples),
-        "slope_second_half_mib_per_hour": slope_per_hour(second_half),
+        "slope_mib_per_hour": slope_per_hour([(s.at, s.rss_mib) for s in samples]),
+        "slope_second_half_mib_per_hour": slope_per_hour([(s.at, s.rss_mib) for s in second_half]),
         "samples": len(samples),
         "threads_start_end": [first.threads, last.threads],
         "fds_start_end": [first.fds, last.fds],

@@ -29,8 +29,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +39,14 @@ from controller import logs, names
 from controller.examples import EXAMPLE_DIR
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
+from controller.testenv.controller_process import (
+    ControllerExitedError,
+    ControllerNotReadyError,
+    RunOptions,
+    start_controller,
+    stop_controller,
+    wait_ready,
+)
 from controller.testenv.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -49,20 +55,18 @@ from controller.testenv.controlplane import (
     free_ports,
     kubectl_path,
 )
+from controller.testenv.crds import CrdSourceError, crd_sources, load_crds, read_crd_set
 from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
-from controller.testenv.processes import pid_gone, spawn
+from controller.testenv.processes import pid_gone
 from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 from controller.yamlio import dump_documents
 from e2e.demo import (
     DemoError,
     Interrupted,
-    crd_sources,
     deadline_names,
     example_documents,
     example_workloads,
     ignore_signals,
-    load_crds,
-    read_crd_set,
     signals_raise,
     with_prometheus,
     write_policy,
@@ -157,53 +161,30 @@ class Cluster:
         say(f"example policy applied: {len(documents)} objects")
 
     def start_controller(self, kubeconfig: Path) -> None:
-        with self.controller_log.open("ab") as log:
-            self.controller = spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "controller.cli",
-                    "run",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--identity",
-                    "local-0",
-                    "--resync-seconds",
-                    "30",
-                    "--health-address",
-                    f"127.0.0.1:{self.metrics_port}",
-                    "--log-format",
-                    "console",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        options = RunOptions(
+            kubeconfig=kubeconfig,
+            identity="local-0",
+            health_port=self.metrics_port,
+            resync_seconds=30,
+            log_format="console",
+        )
+        started = start_controller(options, log=self.controller_log, append=True)
+        self.controller = started.process
         self.write_state_file()
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not self.controller_ready():
-            if self.controller.poll() is not None:
-                raise ClusterError(
-                    f"the controller exited with {self.controller.returncode} before it was "
-                    f"ready; log: {self.controller_log}\n{tail(self.controller_log)}"
-                )
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"the controller was not ready after {READY_TIMEOUT_SECONDS:.0f} s; "
-                    f"log: {self.controller_log}\n{tail(self.controller_log)}"
-                )
-            time.sleep(0.2)
-        say(f"controller ready: pid {self.controller.pid}")
-
-    def controller_ready(self) -> bool:
-        url = f"http://127.0.0.1:{self.metrics_port}/readyz"
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bool(response.status == 200)
-        except urllib.error.HTTPError as error:
-            error.close()
-            return False
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+            # Ready is any 200: a synced standby, or the leader once its first pass returned.
+            wait_ready(started, timeout=READY_TIMEOUT_SECONDS, body=None)
+        except ControllerExitedError as error:
+            raise ClusterError(
+                f"{error} before it was ready; log: {self.controller_log}\n"
+                f"{tail(self.controller_log)}"
+            ) from error
+        except ControllerNotReadyError as error:
+            raise ClusterError(
+                f"the controller was not ready after {READY_TIMEOUT_SECONDS:.0f} s; "
+                f"log: {self.controller_log}\n{tail(self.controller_log)}"
+            ) from error
+        say(f"controller ready: pid {self.controller.pid}")
 
     def pids(self) -> dict[str, int]:
         pids = dict(self.plane.pids) if self.plane is not None else {}
@@ -245,13 +226,8 @@ class Cluster:
     # ------------------------------------------------------------------------ stop
     def stop(self) -> None:
         ignore_signals()  # a second Ctrl-C must not leave servers running
-        if self.controller is not None and self.controller.poll() is None:
-            self.controller.terminate()  # it releases its Lease
-            try:
-                self.controller.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.controller.kill()
-                self.controller.wait()
+        if self.controller is not None:
+            stop_controller(self.controller, timeout=STOP_TIMEOUT_SECONDS)  # it releases its Lease
         if self.prometheus is not None:
             self.prometheus.close()
         if self.plane is not None:
@@ -398,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         ClusterError,
         DemoError,
+        CrdSourceError,
         ControlPlaneError,
         PrometheusError,
         KubeError,

@@ -34,8 +34,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import logging
-import os
 import signal
 import subprocess
 import sys
@@ -48,9 +46,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any
 
-import structlog
 import yaml
 
 from controller import names
@@ -58,13 +55,11 @@ from controller.examples import EXAMPLE_DIR
 from controller.health import HealthServer
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
-from controller.kube.crds import install_crds, read_crds
 from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import ReconcileResult
 from controller.testenv.controlplane import (
     BUILD_COST,
-    STANDINS_DIR,
     Binaries,
     ControlPlane,
     ControlPlaneError,
@@ -72,26 +67,14 @@ from controller.testenv.controlplane import (
     free_ports,
     kubectl_path,
 )
-from controller.testenv.namespaces import ensure_namespaces, policy_namespaces, serves_core_v1
+from controller.testenv.crds import CrdSet, CrdSourceError, crd_sources, load_crds, read_crd_set
+from controller.testenv.logconfig import LOGS, QUIET, configure_logging
+from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
 from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 from controller.yamlio import dump_documents
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_ENV = "QUARTERMASTER_UPSTREAM_CRDS"
-UPSTREAM_PROJECTS = ("kueue", "keda", "karpenter", "prometheus-operator")
-OUR_CRDS = REPO_ROOT / "manifests" / "crds"
 GITOPS = "demo-gitops"
 """The field manager the policy is applied with, as Argo CD or Flux would."""
-WARMED_KINDS: tuple[kinds.Kind, ...] = (
-    kinds.CAPACITY_POLICY,
-    kinds.TRAINING_PROJECT,
-    kinds.WORKLOAD,
-    kinds.LEASE,
-    kinds.EVENT,
-    *kinds.MANAGED_KINDS,
-)
-"""Listed once after the CRDs are established: the server answers 429 "storage is
-(re)initializing" for a few seconds after a CRD is established; this pays for it up front."""
 GPU = "nvidia.com/gpu"
 CHANGED_PROJECT = "vision-research"
 CHANGED_GPUS = 32
@@ -115,73 +98,6 @@ class Interrupted(BaseException):
 
 # --------------------------------------------------------------------------------------------
 # Inputs
-
-
-def upstream_crds_dir() -> Path:
-    """`$QUARTERMASTER_UPSTREAM_CRDS`, else `../shared/crds` beside the repository (as tests do)."""
-    configured = os.environ.get(UPSTREAM_ENV)
-    directory = Path(configured) if configured else REPO_ROOT.parent / "shared" / "crds"
-    if not directory.is_dir():
-        raise DemoError(
-            f"upstream CRD directory {directory} does not exist: put the pinned Kueue, KEDA, "
-            f"Karpenter and Prometheus Operator CRDs there, or set ${UPSTREAM_ENV}"
-        )
-    return directory
-
-
-@dataclass(frozen=True)
-class CrdSet:
-    documents: list[Document]
-    counts: dict[str, int]
-    """CRDs per source, for the summary line."""
-
-
-def crd_sources() -> dict[str, Path]:
-    """Label -> directory of every CRD the demo loads; DemoError when one is missing."""
-    upstream = upstream_crds_dir()
-    sources = {
-        **{name: upstream / name for name in UPSTREAM_PROJECTS},
-        "quartermaster": OUR_CRDS,
-        "stand-ins": STANDINS_DIR,
-    }
-    for path in sources.values():
-        if not path.is_dir():
-            raise DemoError(f"CRD directory {path} does not exist")
-    return sources
-
-
-def read_crd_set(sources: Mapping[str, Path]) -> CrdSet:
-    """Parse the CRDs (a few seconds: the upstream ones are large)."""
-    documents: list[Document] = []
-    counts: dict[str, int] = {}
-    for label, path in sources.items():
-        found = read_crds([path])
-        if not found:
-            raise DemoError(f"no CustomResourceDefinitions in {path}")
-        documents.extend(found)
-        counts[label] = len(found)
-    return CrdSet(documents, counts)
-
-
-def load_crds(client: KubeClient, documents: list[Document], *, timeout: float = 120) -> None:
-    """Apply the CRDs, wait until established, then list each kind the controller uses once.
-
-    A kube-apiserver (it serves core v1) serves Lease, Event and PriorityClass itself, so the
-    stand-ins for them are left out there; the CRD-only server needs them.
-
-    Right after a CRD is established the server answers 429 "storage is (re)initializing" for
-    a moment; the client retries after the Retry-After second. Listing the kinds in parallel
-    pays that wait once rather than once per kind.
-    """
-    if serves_core_v1(client):
-        standins = {d["metadata"]["name"] for d in read_crds([STANDINS_DIR])}
-        documents = [d for d in documents if d["metadata"]["name"] not in standins]
-    install_crds(client, documents, timeout=timeout)
-    served = client.served_group_versions()
-    warmed = [kind for kind in WARMED_KINDS if kind.group_version in served]
-    with ThreadPoolExecutor(max_workers=len(warmed), thread_name_prefix="warm") as pool:
-        for _ in pool.map(client.list, warmed):
-            pass
 
 
 def example_documents() -> list[Document]:
@@ -478,7 +394,7 @@ def events_summary(client: KubeClient, since: str = "") -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Signals and logging
+# Signals
 
 
 @contextmanager
@@ -501,66 +417,6 @@ def ignore_signals() -> None:
     """During teardown: a second Ctrl-C must not leave etcd or the API server running."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
-
-
-QUIET = threading.Event()
-"""Set once teardown starts: the controller's watches fail as the server goes away, by design."""
-
-
-EXPECTED = frozenset({"kind_not_served"})
-"""Warnings the demo explains itself (apps/v1 is not served by the CRD server)."""
-
-
-@dataclass
-class LogSummary:
-    """Where the controller's logs went, and the warnings and errors among them."""
-
-    path: Path | None = None
-    problems: list[str] = field(default_factory=list)
-
-    def count(self, _logger: Any, _method: str, event: Any) -> Any:
-        """A structlog processor: note warnings and errors logged before the teardown."""
-        level = event.get("level")
-        if (
-            level in ("warning", "error", "critical")
-            and not QUIET.is_set()
-            and event.get("event") not in EXPECTED
-        ):
-            self.problems.append(f"{level} {event.get('event')}")
-        return event
-
-
-LOGS = LogSummary()
-
-
-def _drop_when_quiet(_logger: Any, _method: str, event: Any) -> Any:
-    if QUIET.is_set() or event.get("event") in EXPECTED:
-        raise structlog.DropEvent
-    return event
-
-
-def configure_logging(*, verbose: bool, log_file: TextIO | None = None) -> None:
-    """The controller's logs: into `log_file`, info and up (the demo), or with -v on stderr.
-
-    Without a file (the benchmarks that reuse this), on stderr: warnings only unless
-    `verbose`, the expected ones and those of the teardown left out.
-    """
-    to_file = log_file is not None and not verbose
-    quiet = not to_file and not verbose
-    structlog.configure(
-        processors=[
-            *([_drop_when_quiet] if quiet else []),
-            structlog.processors.add_log_level,
-            LOGS.count,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.WARNING if quiet else logging.INFO
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=log_file if to_file else sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1053,7 +909,14 @@ def run_demo(demo: Demo) -> int:
             demo.run()
     except Interrupted as interrupted:
         print(f"\ninterrupted ({interrupted}): everything started was stopped", flush=True)
-    except (DemoError, ControlPlaneError, PrometheusError, KubeError, OSError) as error:
+    except (
+        DemoError,
+        CrdSourceError,
+        ControlPlaneError,
+        PrometheusError,
+        KubeError,
+        OSError,
+    ) as error:
         print(f"\ndemo failed: {error}", file=sys.stderr, flush=True)
         code = 1
     else:

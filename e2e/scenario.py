@@ -49,8 +49,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -62,10 +60,12 @@ from typing import Any, Literal, TypeVar, get_args
 from controller import logs, names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
+from controller.testenv.controller_process import RunOptions, start_controller, stop_controller
 from controller.testenv.controlplane import ControlPlane, free_ports
+from controller.testenv.crds import crd_sources, load_crds, read_crd_set
 from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
 from controller.testenv.prometheus import PrometheusServer
-from e2e.demo import crd_sources, example_documents, load_crds, read_crd_set
+from e2e.demo import example_documents
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -402,42 +402,22 @@ def local_environment(log_dir: Path) -> Iterator[tuple[Path, str]]:
         finally:
             client.close()
         (port,) = free_ports(1)
-        log_file = (log_dir / "controller.log").open("w")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller.cli",
-                "run",
-                "--kubeconfig",
-                str(plane.kubeconfig),
-                "--identity",
-                "e2e-0",
-                "--lease-duration",
-                "5",
-                "--resync-seconds",
-                "3",
-                "--health-address",
-                f"127.0.0.1:{port}",
-                "--log-format",
-                "json",
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        options = RunOptions(
+            kubeconfig=plane.kubeconfig,
+            identity="e2e-0",
+            health_port=port,
+            lease_duration=5,
+            resync_seconds=3,
         )
+        log_path = log_dir / "controller.log"
+        controller = start_controller(options, log=log_path)
         try:
             yield plane.kubeconfig, prometheus.url
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log_file.close()
-            if process.returncode not in (0, -15):
-                print(f"controller exited {process.returncode}; log: {log_file.name}")
+            stop_controller(controller.process, timeout=30)
+            code = controller.process.returncode
+            if code not in (0, -15):
+                print(f"controller exited {code}; log: {log_path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

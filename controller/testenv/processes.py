@@ -55,6 +55,7 @@ def _die_with(parent: int) -> Callable[[], None] | None:
 def spawn(
     args: Sequence[str],
     *,
+    stdin: int | None = None,
     stdout: int | IO[bytes] | IO[str] | None = None,
     stderr: int | IO[bytes] | IO[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -71,6 +72,7 @@ def spawn(
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(args),
+            stdin=stdin,
             stdout=stdout,
             stderr=stderr,
             env=dict(env) if env is not None else None,

@@ -9,9 +9,9 @@ the built-in schema; apps/v1 is not served, so warm-pool Deployments are left ou
 controller leaves them out.
 
 Each replica of the two-replica test talks to the server through its own fault proxy
-(tests/faultproxy.py, no faults injected), so every request a replica made is on record: that
-is how the standby is shown to write nothing. Timings are short (lease 3 s, so renew deadline
-2 s and retry period 0.4 s) and the failover and hand-over times are measured and printed
+(controller/testenv/faultproxy.py, no faults injected), so every request a replica made is on
+record: that is how the standby is shown to write nothing. Timings are short (lease 3 s, so renew
+deadline 2 s and retry period 0.4 s) and the failover and hand-over times are measured and printed
 (`pytest -s`), and appended to FAILOVER_LOG.
 """
 
@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -41,8 +37,10 @@ from controller.examples import EXAMPLE_DIR
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient
 from controller.render.desired import render
+from controller.testenv.controller_process import RunOptions, get_status, start_controller
 from controller.testenv.controlplane import ControlPlane, free_ports
-from tests.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
+from controller.testenv.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
+from controller.testenv.logtail import writes_in
 from tests.integration.test_reconcile import apply_doc, example_documents, project
 
 REPO_ROOT = Path(__file__).parents[2]
@@ -70,18 +68,6 @@ def wait_for(
             pytest.fail(f"not within {timeout} s: {what}\n{explain()}")
         time.sleep(poll)
     return time.monotonic() - start
-
-
-def get_status(url: str) -> tuple[int, str]:
-    """(status, body) of a GET; (0, error) when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status), response.read().decode().strip()
-    except urllib.error.HTTPError as error:
-        with error:
-            return int(error.code), error.read().decode().strip()
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
-        return 0, str(error)
 
 
 @dataclass
@@ -145,35 +131,15 @@ class Replicas:
         (port,) = free_ports(1)
         stdout = self.directory / f"{identity}.stdout"
         stderr = self.directory / f"{identity}.stderr"
-        command = [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--namespace",
-            NAMESPACE,
-            "--identity",
-            identity,
-            "--lease-duration",
-            str(LEASE_DURATION),
-            "--resync-seconds",
-            str(RESYNC_SECONDS),
-            "--health-address",
-            f"127.0.0.1:{port}",
-            "--log-format",
-            "json",
-        ]
-        with stdout.open("wb") as out, stderr.open("wb") as err:
-            process = subprocess.Popen(
-                command,
-                cwd=REPO_ROOT,
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        options = RunOptions(
+            kubeconfig=kubeconfig,
+            identity=identity,
+            health_port=port,
+            namespace=NAMESPACE,
+            lease_duration=LEASE_DURATION,
+            resync_seconds=RESYNC_SECONDS,
+        )
+        process = start_controller(options, log=stdout, stderr=stderr, root=REPO_ROOT).process
         replica = Replica(identity, process, port, stdout, stderr, proxy)
         self.started.append(replica)
         return replica
@@ -229,10 +195,6 @@ def served_rendered_count(kube: KubeClient) -> int:
     served = kube.served_group_versions()
     rendered = render(load_path(EXAMPLE_DIR), namespace=NAMESPACE).objects
     return sum(1 for o in rendered if kinds.kind_of(o).group_version in served)
-
-
-def writes_in(event: dict[str, Any]) -> int:
-    return sum(int(event.get(k, 0)) for k in ("created", "updated", "pruned", "status_writes"))
 
 
 def at(event: dict[str, Any]) -> datetime:

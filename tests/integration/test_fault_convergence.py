@@ -12,17 +12,16 @@ makes a policy change (a quota edit and a new project), and then proves two thin
 2. convergence: the change is applied once the fault clears, and a further pass (the stopped
    controller's own reconciler, allowed to write) writes nothing at all.
 
-What is real: etcd and the API server (stopped, killed and restarted as processes), the
-upstream Kueue, Karpenter and KEDA schemas, every request the controller sends. The other
-faults come from the `ControlledProxy` of tests/faultproxy.py, which sees the query string (a
-LIST and a WATCH share a path), cuts one kind's open watch, holds a request until the test lets
-it go, and answers a watch with an `ERROR` event (410 Expired) in a 200 stream, as the API
-server does when a watch's resourceVersion has been compacted away.
-Prometheus is down in every test (the policy points at a closed loopback port), as a dead
-Prometheus looks to the controller. Stand-ins: Lease and Event are custom resources on the
-CRD-only test server; apps/v1 is not served there, so warm-pool Deployments are left out of
-every comparison, as the controller leaves them out (a kube-apiserver serves both kinds
-itself, and the comparisons are in the stored form it re-encodes them to).
+What is real: etcd and the API server (stopped, killed and restarted as processes), the upstream
+Kueue, Karpenter and KEDA schemas, every request the controller sends. The other faults come from
+the `ControlledProxy` of controller/testenv/faultproxy.py, which sees the query string (a LIST and a
+WATCH share a path), cuts one kind's open watch, holds a request until the test lets it go, and
+answers a watch with an `ERROR` event (410 Expired) in a 200 stream, as the API server does when a
+watch's resourceVersion has been compacted away. Prometheus is down in every test (the policy points
+at a closed loopback port), as a dead Prometheus looks to the controller. Stand-ins: Lease and Event
+are custom resources on the CRD-only test server; apps/v1 is not served there, so warm-pool
+Deployments are left out of every comparison, as the controller leaves them out (a kube-apiserver
+serves both kinds itself, and the comparisons are in the stored form it re-encodes them to).
 
 Faults already covered elsewhere, in this form, and not repeated: a 429 with Retry-After on
 PATCH (test_controller_faults.py); the API server killed during a first sync of 300 projects
@@ -58,7 +57,7 @@ from controller.reconcile.reconciler import plan_against_cluster
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
 from controller.testenv.controlplane import ControlPlane, free_ports
-from tests.faultproxy import ControlledProxy, client_for, watch_of
+from controller.testenv.faultproxy import ControlledProxy, client_for, watch_of
 from tests.integration.conftest import CLEANED_KINDS, new_client
 from tests.integration.test_controller_faults import RunningController, live_managed, options
 from tests.integration.test_metrics_prometheus import policy_documents, workload

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,8 @@ from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import Reconciler
 from controller.render.desired import render
+from controller.testenv import controller_process
+from controller.testenv.controller_process import PlanRun
 from controller.testenv.controlplane import ControlPlane, free_ports
 from tests.integration.conftest import Server, written_objects
 from tests.integration.test_reconcile import apply_doc, example_documents, workload
@@ -40,34 +39,9 @@ A100_SPOT_GPUS = 112
 Document = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class PlanRun:
-    code: int
-    stdout: list[str]
-    stderr: list[str]
-
-
 def run_plan(policy_dir: Path, kubeconfig: Path) -> PlanRun:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "plan",
-            "-f",
-            str(policy_dir),
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=120,
-        check=False,
-    )
-    return PlanRun(
-        completed.returncode, completed.stdout.splitlines(), completed.stderr.splitlines()
-    )
+    """`quartermaster plan` of this checkout, as a user runs it."""
+    return controller_process.run_plan(policy_dir, kubeconfig, root=REPO_ROOT)
 
 
 @pytest.fixture

@@ -2,9 +2,10 @@
 
 The test API server cannot answer a SubjectAccessReview (it authorizes only system:masters and
 serves no rbac.authorization.k8s.io), so this is the equivalent check, against the real server:
-every request the controller makes is recorded by tests/faultproxy.py on its way to the server,
-turned into the attributes the API server's authorizer sees (tests/rbac.py), and checked against
-the roles `kustomize build manifests/base` binds to the ServiceAccount, both ways:
+every request the controller makes is recorded by controller/testenv/faultproxy.py on its way to the
+server, turned into the attributes the API server's authorizer sees (controller/testenv/rbac.py),
+and checked against the roles `kustomize build manifests/base` binds to the ServiceAccount, both
+ways:
 
 - every recorded request is allowed by a rule (the controller can do its job), and
 - every permission the roles grant was used by some recorded request (nothing more), except
@@ -39,9 +40,18 @@ from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler
 from controller.testenv.controlplane import ControlPlane
+from controller.testenv.faultproxy import FaultProxy, client_for
 from controller.testenv.kustomize import build
+from controller.testenv.rbac import (
+    Attributes,
+    Grant,
+    attributes,
+    denied,
+    grants,
+    is_discovery,
+    unused,
+)
 from tests.clock import Clock
-from tests.faultproxy import FaultProxy, client_for
 from tests.integration.conftest import Server
 from tests.integration.test_capacity_loop import (
     FIXED_MONDAY_NOON,
@@ -51,7 +61,6 @@ from tests.integration.test_capacity_loop import (
 )
 from tests.integration.test_controller_faults import RunningController, options, wait_for
 from tests.integration.test_reconcile import apply_doc, example_documents
-from tests.rbac import Attributes, Grant, attributes, denied, grants, is_discovery, unused
 
 REPO = Path(__file__).resolve().parents[2]
 SUBJECT = (names.DEFAULT_NAMESPACE, "quartermaster")
