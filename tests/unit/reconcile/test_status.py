@@ -16,6 +16,7 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from controller import names
+from controller.api.introspect import to_json
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicyError
 from controller.api.types import Deadline
@@ -134,8 +136,13 @@ def plan_of(*decisions: Decision, warm: dict[str, int] | None = None) -> Capacit
     )
 
 
-def live(pools: list[dict[str, Any]]) -> Doc:
-    return {"metadata": {"name": "fleet"}, "status": {"pools": pools}}
+def as_stored(pools: Sequence[Any]) -> list[Doc]:
+    """status.pools as the API server stores them: typed entries serialised, dicts as given."""
+    return [to_json(p) for p in pools]
+
+
+def live(pools: Sequence[Any]) -> Doc:
+    return {"metadata": {"name": "fleet"}, "status": {"pools": as_stored(pools)}}
 
 
 RAISED = PoolState(
@@ -198,7 +205,7 @@ def test_pool_status_entry_fields() -> None:
         warm={"a100": 6, "h100": 0},
     )
 
-    a100, h100 = pool_status_entries(plan, live([]), now=FIXED_NOW)
+    a100, h100 = as_stored(pool_status_entries(plan, live([]), now=FIXED_NOW))
 
     assert a100 == {
         "pool": "a100",
@@ -348,7 +355,7 @@ def test_last_decision(made: Decision, previous: Doc | None, want_last: Doc | No
 
     (entry,) = pool_status_entries(plan_of(made), before, now=FIXED_NOW)
 
-    assert entry.get("lastDecision") == want_last
+    assert to_json(entry).get("lastDecision") == want_last
 
 
 def test_a_steady_hold_writes_no_new_policy_status() -> None:
@@ -362,7 +369,7 @@ def test_a_steady_hold_writes_no_new_policy_status() -> None:
     again = pool_status_entries(plan_of(held), live(first), now=FIXED_NOW + 60)
 
     assert again == first
-    assert not status_changed(live(first), {"pools": again})
+    assert not status_changed(live(first), {"pools": as_stored(again)})
 
 
 @pytest.mark.parametrize(
@@ -392,7 +399,7 @@ def test_an_unchanging_hold_writes_status_once(made: Decision) -> None:
 
     again = pool_status_entries(plan_of(made), live(first), now=FIXED_NOW + 60)
 
-    assert not status_changed(live(first), {"pools": again})
+    assert not status_changed(live(first), {"pools": as_stored(again)})
 
 
 def test_project_last_decision() -> None:
@@ -401,7 +408,7 @@ def test_project_last_decision() -> None:
     before = {"status": {"lastDecision": EARLIER}}
 
     def status(made: Decision, live: dict[str, Any]) -> dict[str, Any]:
-        return project_capacity_status(plan_of(made), "vision", live, now=FIXED_NOW)
+        return dict(to_json(project_capacity_status(plan_of(made), "vision", live, now=FIXED_NOW)))
 
     assert status(raised, before)["lastDecision"] == {
         "time": STAMP,
