@@ -4,6 +4,11 @@ A pure formatter over what the controller already recorded: the project's status
 with their risk, slack and cutoff, quota split, cost, last decision), the decision state of the
 pools it uses (in the policy's status), and the recent Events about either. Answering "why did
 the mix change at 03:10?" must not need the controller's logs.
+
+Both statuses are read as the typed classes the controller writes them from
+(`controller.reconcile.status.read_status`), so explain shows what the schema declares. A status
+from another controller version, or edited by hand, is shown as far as it can be read, with a
+one-line note naming what was left out: explain never fails on a status.
 """
 
 from __future__ import annotations
@@ -11,7 +16,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from controller.api.parse import FieldError
+from controller.api.types import (
+    CapacityPolicyStatus,
+    DeadlineStatus,
+    PoolStatus,
+    TrainingProjectStatus,
+)
+from controller.api.types import Decision as StatusDecision
+from controller.reconcile.status import read_status
+from controller.timestamps import format_time
+
 MAX_EVENTS = 15
+MAX_NOTED = 3
+"""Unreadable fields named in a note; the rest are counted, so the note stays one line."""
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -31,96 +49,119 @@ def _event_time(event: Mapping[str, Any]) -> str:
     )
 
 
+def _unreadable(whose: str, errors: Sequence[FieldError]) -> list[str]:
+    """One line on what of a status could not be read, so the reader knows what is shown is
+    partial (a status from another controller version, or edited by hand), not wrong."""
+    if not errors:
+        return []
+    named = "; ".join(str(e) for e in errors[:MAX_NOTED])
+    more = f" (and {len(errors) - MAX_NOTED} more)" if len(errors) > MAX_NOTED else ""
+    if any(e.path == "status" for e in errors):
+        return [f"Note: {whose} status could not be read: {named}{more}"]
+    return [f"Note: part of {whose} status could not be read and is left out: {named}{more}"]
+
+
+def _decision(decision: StatusDecision) -> str:
+    return f"{format_time(decision.time)} {decision.action} ({decision.reason}): {decision.message}"
+
+
+def _targets(spec: Mapping[str, Any]) -> dict[str, float]:
+    """The miss probability each deadline may have, 1 - targetConfidence (0.05 by default). The
+    spec is read as stored; a value that is not a number keeps the default."""
+    out = {}
+    for deadline in spec.get("deadlines") or []:
+        if not isinstance(deadline, Mapping):
+            continue
+        confidence = deadline.get("targetConfidence", 0.95)
+        if isinstance(confidence, int | float) and not isinstance(confidence, bool):
+            out[str(deadline.get("name"))] = 1 - float(confidence)
+    return out
+
+
+def _deadline_lines(deadlines: Sequence[DeadlineStatus], targets: Mapping[str, float]) -> list[str]:
+    if not deadlines:
+        return ["Deadlines: none declared, or no risk estimated yet."]
+    rows = [["NAME", "CUTOFF", "RISK", "TARGET", "SLACK", "PROJECTED FINISH"]]
+    for d in deadlines:
+        rows.append(
+            [
+                d.name,
+                "-" if d.cutoff is None else format_time(d.cutoff),
+                f"{d.risk:.2f}",
+                f"{targets.get(d.name, 0.05):.2f}",
+                f"{d.slack_seconds / 3600:+.1f}h",
+                "never" if d.projected_finish is None else format_time(d.projected_finish),
+            ]
+        )
+    return ["Deadlines (risk = estimated probability of missing it):", *_table(rows)]
+
+
+def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
+    held = {a.project: a.gpus for a in pool.assignments}
+    lines = [
+        "",
+        f"Pool {pool.pool}: {pool.on_demand_gpus} on-demand, {pool.spot_gpus} spot; "
+        f"held for {project}: {held.get(project, 0)}; "
+        f"warm pool target {pool.warm_pool_target_gpus or 0} GPUs",
+    ]
+    for since, label in (
+        (pool.raise_since, "risk above the raise threshold since"),
+        (pool.lower_since, "risk below the lower threshold since"),
+        (pool.last_change, "mix last changed"),
+    ):
+        if since is not None:
+            lines.append(f"  {label} {format_time(since)}")
+    if pool.deferred_tiers:
+        lines.append(f"  deferred tiers (no borrowing): {', '.join(pool.deferred_tiers)}")
+    if pool.last_decision is not None:
+        lines.append(f"  last decision {_decision(pool.last_decision)}")
+    return lines
+
+
 def format_explanation(
     project: Mapping[str, Any],
     policy: Mapping[str, Any] | None,
     events: Sequence[Mapping[str, Any]],
 ) -> str:
+    """The explanation, from the statuses read as their typed classes: whatever of a status
+    cannot be read is named in a note and the rest is still shown."""
     meta = project.get("metadata") or {}
     spec = project.get("spec") or {}
-    status = project.get("status") or {}
+    status, unread = read_status(TrainingProjectStatus, project)
     name = str(meta.get("name"))
     lines = [f"TrainingProject {name} (tier {spec.get('tier')})"]
-    for condition in status.get("conditions") or []:
-        message = f": {condition['message']}" if condition.get("message") else ""
-        lines.append(
-            f"  {condition.get('type')}={condition.get('status')} "
-            f"({condition.get('reason')}){message}"
-        )
+    lines.extend(_unreadable("the", unread))
+    for condition in status.conditions:
+        message = f": {condition.message}" if condition.message else ""
+        lines.append(f"  {condition.type}={condition.status} ({condition.reason}){message}")
     lines.append("")
-    deadlines = status.get("deadlines") or []
-    if deadlines:
-        targets = {
-            d.get("name"): 1 - float(d.get("targetConfidence", 0.95))
-            for d in spec.get("deadlines") or []
-        }
-        lines.append("Deadlines (risk = estimated probability of missing it):")
-        rows = [["NAME", "CUTOFF", "RISK", "TARGET", "SLACK", "PROJECTED FINISH"]]
-        for d in deadlines:
-            slack = int(d.get("slackSeconds", 0))
-            rows.append(
-                [
-                    str(d.get("name")),
-                    str(d.get("cutoff", "-")),
-                    f"{float(d.get('risk', 0)):.2f}",
-                    f"{targets.get(d.get('name'), 0.05):.2f}",
-                    f"{slack / 3600:+.1f}h",
-                    str(d.get("projectedFinish", "never")),
-                ]
-            )
-        lines.extend(_table(rows))
-    else:
-        lines.append("Deadlines: none declared, or no risk estimated yet.")
+    lines.extend(_deadline_lines(status.deadlines, _targets(spec)))
     lines.append("")
     lines.append(
-        f"Pending GPUs: {status.get('pendingGpus', 0)}   "
-        f"cost now: ${float(status.get('estimatedCostDollarsPerHour', 0)):.2f}/h"
-        + ("   BUDGET EXCEEDED" if status.get("budgetExceeded") else "")
+        f"Pending GPUs: {status.pending_gpus or 0}   "
+        f"cost now: ${status.estimated_cost_dollars_per_hour or 0.0:.2f}/h"
+        + ("   BUDGET EXCEEDED" if status.budget_exceeded else "")
     )
-    mix = status.get("mix") or []
-    if mix:
+    if status.mix:
         lines.append("Quota split:")
         lines.extend(
             _table(
                 [["POOL", "ON-DEMAND", "SPOT"]]
-                + [
-                    [str(m.get("pool")), str(m.get("onDemandGpus")), str(m.get("spotGpus"))]
-                    for m in mix
-                ]
+                + [[m.pool, str(m.on_demand_gpus), str(m.spot_gpus)] for m in status.mix]
             )
         )
-    decision = status.get("lastDecision")
-    if decision:
-        lines.append(
-            f"Last decision: {decision.get('time')} {decision.get('action')} "
-            f"({decision.get('reason')}): {decision.get('message')}"
-        )
-    pools = {q.get("pool") for q in spec.get("quotas") or []}
-    for pool in ((policy or {}).get("status") or {}).get("pools") or []:
-        if pool.get("pool") not in pools:
-            continue
-        held = {a.get("project"): a.get("gpus") for a in pool.get("assignments") or []}
-        lines.append("")
-        lines.append(
-            f"Pool {pool.get('pool')}: {pool.get('onDemandGpus')} on-demand, "
-            f"{pool.get('spotGpus')} spot; held for {name}: {held.get(name, 0)}; "
-            f"warm pool target {pool.get('warmPoolTargetGpus', 0)} GPUs"
-        )
-        for key, label in (
-            ("raiseSince", "risk above the raise threshold since"),
-            ("lowerSince", "risk below the lower threshold since"),
-            ("lastChange", "mix last changed"),
-        ):
-            if pool.get(key):
-                lines.append(f"  {label} {pool[key]}")
-        if pool.get("deferredTiers"):
-            lines.append(f"  deferred tiers (no borrowing): {', '.join(pool['deferredTiers'])}")
-        last = pool.get("lastDecision")
-        if last:
-            lines.append(
-                f"  last decision {last.get('time')} {last.get('action')} "
-                f"({last.get('reason')}): {last.get('message')}"
-            )
+    if status.last_decision is not None:
+        lines.append(f"Last decision: {_decision(status.last_decision)}")
+    if policy is not None:
+        policy_status, policy_unread = read_status(CapacityPolicyStatus, policy)
+        policy_name = (policy.get("metadata") or {}).get("name")
+        if policy_unread:
+            lines.append("")
+            lines.extend(_unreadable(f"CapacityPolicy {policy_name}'s", policy_unread))
+        pools = {q.get("pool") for q in spec.get("quotas") or [] if isinstance(q, Mapping)}
+        for pool in policy_status.pools:
+            if pool.pool in pools:
+                lines.extend(_pool_lines(pool, name))
     relevant = sorted(events, key=_event_time)[-MAX_EVENTS:]
     if relevant:
         lines.append("")

@@ -1051,9 +1051,6 @@ class CapacityPolicyStatus:
         default=(),
         metadata=meta("pools: each pool's decision state.", max_items=16, list_map_keys=("pool",)),
     )
-    last_decision: Decision | None = field(
-        default=None, metadata=meta("lastDecision taken and why.")
-    )
 
 
 # --------------------------------------------------------------------------- objects

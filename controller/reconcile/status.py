@@ -3,21 +3,37 @@
 Pure: the reconciler passes what it observed and did, and the clock. A condition keeps its
 lastTransitionTime while its status does not change, so a steady state computes the very same
 status and the reconciler writes nothing.
+
+Status is built as the typed classes the CRD schema is generated from (`controller.api.types`)
+and serialised once, with `to_json`; what a pass carries over from the stored status, and what
+`quartermaster explain` shows, is read back with the same parser `validate` uses. Writer, reader
+and schema cannot drift apart.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from controller import names
 from controller.api.introspect import to_json
 from controller.api.parse import FieldError, parse_object
 from controller.api.policy_set import PolicyError
-from controller.api.types import Assignment, Deadline, PoolMix, PoolStatus
+from controller.api.types import (
+    Assignment,
+    CapacityPolicyStatus,
+    Condition,
+    ConditionStatus,
+    Deadline,
+    DeadlineStatus,
+    PoolMix,
+    PoolStatus,
+    TrainingProjectStatus,
+)
 from controller.api.types import Decision as StatusDecision
 from controller.capacity import FlavorQuota
 from controller.decide.mix import Action, Decision, PoolState, Reason
@@ -27,8 +43,10 @@ from controller.timestamps import epoch, format_duration, format_time
 MAX_MESSAGE = 1024
 
 
-def _time(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _second(now: datetime) -> datetime:
+    """The whole-second UTC instant status holds: a time written to the second reads back equal,
+    so a carried-over time does not look like a change."""
+    return now.astimezone(UTC).replace(microsecond=0)
 
 
 def condition(
@@ -37,43 +55,125 @@ def condition(
     reason: str,
     message: str,
     *,
-    previous: Sequence[Mapping[str, Any]],
+    previous: Sequence[Condition],
     generation: int | None,
     now: datetime,
-) -> dict[str, Any]:
-    value = "True" if status else "False"
-    before = next((c for c in previous if c.get("type") == type_), None)
-    transition = (
-        before["lastTransitionTime"]
-        if before and before.get("status") == value and before.get("lastTransitionTime")
-        else _time(now)
+) -> Condition:
+    """One condition, keeping the stored lastTransitionTime while its status is unchanged: a
+    steady state then computes the very same condition and writes nothing."""
+    value = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    before = next((c for c in previous if c.type == type_), None)
+    return Condition(
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message[:MAX_MESSAGE],
+        last_transition_time=before.last_transition_time
+        if before is not None and before.status == value
+        else _second(now),
+        observed_generation=generation,
     )
-    out: dict[str, Any] = {
-        "type": type_,
-        "status": value,
-        "reason": reason,
-        "message": message[:MAX_MESSAGE],
-        "lastTransitionTime": transition,
-    }
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
 
 
-ConditionMaker = Callable[[str, bool, str, str], dict[str, Any]]
+ConditionMaker = Callable[[str, bool, str, str], Condition]
+
+
+def _stored(live: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = live.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _generation(live: Mapping[str, Any]) -> int | None:
+    generation = (live.get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
+
+
+def _previous_conditions(live: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """The stored conditions, each read on its own: one the schema would refuse (written by hand
+    or by another version) is as if absent, so its next transition time is now rather than a
+    misread one."""
+    entries = _stored(live).get("conditions")
+    out = []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        parsed = parse_object(Condition, entry, f"status.conditions[{i}]", [])
+        if parsed is not None:
+            out.append(parsed)
+    return tuple(out)
 
 
 def _condition_maker(live: Mapping[str, Any], now: datetime) -> ConditionMaker:
     """Conditions for one object, carrying over its transition times."""
-    generation = (live.get("metadata") or {}).get("generation")
-    previous = (live.get("status") or {}).get("conditions") or []
+    generation = _generation(live)
+    previous = _previous_conditions(live)
 
-    def make(type_: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    def make(type_: str, status: bool, reason: str, message: str) -> Condition:
         return condition(
             type_, status, reason, message, previous=previous, generation=generation, now=now
         )
 
     return make
+
+
+def status_json(status: TrainingProjectStatus | CapacityPolicyStatus) -> dict[str, Any]:
+    """A typed status as the status subresource stores it.
+
+    Empty lists are left out (like Go's omitempty), as the controller has always written
+    them: a project with nothing estimated shows no `deadlines: []`, and a status written by an
+    earlier version compares equal in `status_changed` rather than being rewritten once.
+    """
+    return {key: value for key, value in to_json(status).items() if value != []}
+
+
+S = TypeVar("S", TrainingProjectStatus, CapacityPolicyStatus)
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def read_status(cls: type[S], live: Mapping[str, Any]) -> tuple[S, tuple[FieldError, ...]]:
+    """An object's status as its typed class, and what of it could not be read.
+
+    A status written by another version of the controller, or edited by hand, may hold a field
+    or an entry the schema refuses. A reader such as `quartermaster explain` is better served
+    by the rest and a word on what was left out than by nothing: a bad entry of a list is left
+    out on its own, any other bad field whole. A missing status reads as the empty one.
+    """
+    raw = live.get("status")
+    if raw is None:
+        return cls(), ()
+    errors: list[FieldError] = []
+    parsed = parse_object(cls, raw, "status", errors)
+    if parsed is not None:
+        return parsed, ()
+    kept = _without(raw, errors) if isinstance(raw, Mapping) else None
+    again = parse_object(cls, kept, "status", []) if kept is not None else None
+    return (cls() if again is None else again), tuple(errors)
+
+
+def _without(raw: Mapping[str, Any], errors: Sequence[FieldError]) -> dict[str, Any] | None:
+    """`raw` without the fields and list entries the errors point into; None when an error is
+    about the status as a whole."""
+    out = dict(raw)
+    dropped: dict[str, set[int]] = {}
+    for error in errors:
+        rest = error.path.removeprefix("status.")
+        if rest == error.path:
+            return None
+        # The longest key the path starts with: field names may hold dots or brackets.
+        key = max(
+            (k for k in raw if rest == k or rest.startswith((f"{k}.", f"{k}["))),
+            key=len,
+            default=None,
+        )
+        if key is None:
+            return None
+        index = _INDEX.match(rest, len(key))
+        if index is not None and isinstance(out.get(key), list):
+            dropped.setdefault(key, set()).add(int(index.group(1)))
+        else:
+            out.pop(key, None)
+    for key, indexes in dropped.items():
+        if isinstance(out.get(key), list):
+            out[key] = [entry for i, entry in enumerate(out[key]) if i not in indexes]
+    return out
 
 
 def _errors_message(errors: Iterable[PolicyError]) -> str:
@@ -92,7 +192,8 @@ class PolicyOutcome:
     while the policy is invalid and nothing is rendered, of every kind the controller writes."""
     kept: tuple[str, ...]
     apply_error: str | None = None
-    pools: tuple[dict[str, Any], ...] = ()
+    pools: tuple[PoolStatus, ...] = ()
+    """status.pools, as `pool_status_entries` made them."""
     history_error: str | None = None
     binding: tuple[str, ...] = ()
     """Pools whose ceiling or budgets bind, as "pool: reason"."""
@@ -101,7 +202,15 @@ class PolicyOutcome:
 def policy_status(
     live: Mapping[str, Any], outcome: PolicyOutcome, *, now: datetime
 ) -> dict[str, Any]:
-    generation = (live.get("metadata") or {}).get("generation")
+    """The CapacityPolicy status to write, as JSON: `status_changed` compares it with the stored
+    one, within the estimate's noise."""
+    return status_json(capacity_policy_status(live, outcome, now=now))
+
+
+def capacity_policy_status(
+    live: Mapping[str, Any], outcome: PolicyOutcome, *, now: datetime
+) -> CapacityPolicyStatus:
+    """What the controller did with the policy: conditions, the mix in force, each pool's state."""
     cond = _condition_maker(live, now)
 
     valid = not outcome.errors
@@ -154,17 +263,13 @@ def policy_status(
                 "; ".join(outcome.binding),
             )
         )
-    status: dict[str, Any] = {"conditions": conditions, "projects": outcome.projects}
-    if outcome.pools:
-        status["pools"] = list(outcome.pools)
-    if generation is not None:
-        status["observedGeneration"] = generation
-    if outcome.mix:
-        status["mix"] = [
-            {"pool": m.pool, "onDemandGpus": m.on_demand_gpus, "spotGpus": m.spot_gpus}
-            for m in outcome.mix
-        ]
-    return status
+    return CapacityPolicyStatus(
+        observed_generation=_generation(live),
+        conditions=tuple(conditions),
+        projects=outcome.projects,
+        mix=outcome.mix,
+        pools=outcome.pools,
+    )
 
 
 def _kinds_served(unserved: Sequence[str], *, rendered: bool) -> tuple[bool, str, str]:
@@ -199,8 +304,9 @@ class ProjectOutcome:
     policy_valid: bool
     quotas: tuple[FlavorQuota, ...]
     apply_error: str | None = None
-    capacity: Mapping[str, Any] | None = None
-    """Risk, slack, pending GPUs, cost and last decision (project_capacity_status)."""
+    capacity: TrainingProjectStatus | None = None
+    """The part of the status the capacity plan fills: risk, slack, pending GPUs, cost and last
+    decision (`project_capacity_status`); None when no risk was estimated."""
     applied_before: bool = False
     """Objects labelled with the project exist: an invalid spec keeps them as they are."""
     passed_deadlines: tuple[Deadline, ...] | None = None
@@ -279,7 +385,16 @@ def deadlines_tracked(tracking: DeadlineTracking) -> tuple[bool, str, str]:
 def project_status(
     live: Mapping[str, Any], outcome: ProjectOutcome, *, now: datetime
 ) -> dict[str, Any]:
-    generation = (live.get("metadata") or {}).get("generation")
+    """The TrainingProject status to write, as JSON: `status_changed` compares it with the
+    stored one, within the estimate's noise."""
+    return status_json(training_project_status(live, outcome, now=now))
+
+
+def training_project_status(
+    live: Mapping[str, Any], outcome: ProjectOutcome, *, now: datetime
+) -> TrainingProjectStatus:
+    """What the controller knows of a project: conditions, its quota split, and what the
+    capacity plan estimated for it."""
     cond = _condition_maker(live, now)
 
     valid = not outcome.errors
@@ -312,18 +427,18 @@ def project_status(
         conditions.append(cond("DeadlinesCurrent", *_deadlines_current(outcome.passed_deadlines)))
     if outcome.tracking is not None:
         conditions.append(cond("DeadlinesTracked", *deadlines_tracked(outcome.tracking)))
-    status: dict[str, Any] = {"conditions": conditions}
-    if generation is not None:
-        status["observedGeneration"] = generation
-    if outcome.quotas:
-        status["nominalGpus"] = sum(q.spot_gpus + q.on_demand_gpus for q in outcome.quotas)
-        status["mix"] = [
-            {"pool": q.pool, "onDemandGpus": q.on_demand_gpus, "spotGpus": q.spot_gpus}
+    return replace(
+        outcome.capacity or TrainingProjectStatus(),
+        observed_generation=_generation(live),
+        conditions=tuple(conditions),
+        nominal_gpus=sum(q.spot_gpus + q.on_demand_gpus for q in outcome.quotas)
+        if outcome.quotas
+        else None,
+        mix=tuple(
+            PoolMix(pool=q.pool, on_demand_gpus=q.on_demand_gpus, spot_gpus=q.spot_gpus)
             for q in outcome.quotas
-        ]
-    if outcome.capacity:
-        status.update(outcome.capacity)
-    return status
+        ),
+    )
 
 
 def status_changed(live: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -336,10 +451,6 @@ def status_changed(live: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     ) or any(key not in status for key in current)
 
     # ---------------------------------------------------------------------------- capacity state
-
-
-def _stamp(epoch: float | None) -> str | None:
-    return None if epoch is None else _time(datetime.fromtimestamp(epoch, UTC))
 
 
 def _instant(seconds: float | None) -> datetime | None:
@@ -382,10 +493,6 @@ def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
     }
 
 
-def _decision_entry(decision: Decision, at: float) -> dict[str, Any]:
-    return dict(to_json(_status_decision(decision, at)))
-
-
 def _status_decision(decision: Decision, at: float) -> StatusDecision:
     instant = _instant(at)
     assert instant is not None
@@ -414,7 +521,7 @@ def _last_decisions(live_policy: Mapping[str, Any]) -> dict[str, StatusDecision]
 
 def pool_status_entries(
     plan: CapacityPlan, previous: Mapping[str, Any], *, now: float
-) -> list[dict[str, Any]]:
+) -> tuple[PoolStatus, ...]:
     """status.pools: each pool's state, warm target and last decision that changed something,
     written through the typed `PoolStatus` the CRD declares.
 
@@ -452,45 +559,53 @@ def pool_status_entries(
             warm_pool_target_gpus=plan.warm_targets.get(state.pool, 0),
             last_decision=last if quiet or repeated else _status_decision(decision, now),
         )
-        entries.append(dict(to_json(status)))
-    return entries
+        entries.append(status)
+    return tuple(entries)
 
 
 def project_capacity_status(
     plan: CapacityPlan, project: str, previous: Mapping[str, Any], *, now: float
-) -> dict[str, Any]:
-    """The risk part of a project's status (deadlines, slack, pending, cost, last decision)."""
+) -> TrainingProjectStatus:
+    """The part of a project's status the capacity plan fills (deadlines, slack, pending, cost,
+    last decision); `training_project_status` adds the conditions and the split.
+
+    The last decision is the last pool decision this pass that changed capacity held for the
+    project; without one, the stored lastDecision is carried over, so `kubectl get` shows the
+    last real change.
+    """
     reports = plan.deadlines_of(project)
-    out: dict[str, Any] = {
-        "pendingGpus": plan.pending_gpus.get(project, 0),
-        "estimatedCostDollarsPerHour": round(plan.project_cost_per_hour.get(project, 0.0), 2),
-        "budgetExceeded": project in plan.budget_exceeded,
-    }
-    if reports:
-        worst = max(reports, key=lambda d: d.estimate.risk)
-        tightest = min(reports, key=lambda d: d.estimate.slack_seconds)
-        out["worstDeadlineRisk"] = round(worst.estimate.risk, 2)
-        out["slack"] = format_duration(tightest.estimate.slack_seconds)
-        out["deadlines"] = [
-            {
-                "name": d.deadline,
-                "risk": round(d.estimate.risk, 2),
-                "slackSeconds": _bounded_seconds(d.estimate.slack_seconds),
-                "cutoff": _stamp(d.cutoff),
-            }
-            | (
-                {"projectedFinish": _stamp(d.estimate.p50_finish)}
-                if d.estimate.p50_finish != float("inf")
-                else {}
+    changed = [d for d in plan.decisions if project in d.state.assignments and d.changed]
+    worst = max(reports, key=lambda d: d.estimate.risk) if reports else None
+    tightest = min(reports, key=lambda d: d.estimate.slack_seconds) if reports else None
+    return TrainingProjectStatus(
+        pending_gpus=plan.pending_gpus.get(project, 0),
+        estimated_cost_dollars_per_hour=round(plan.project_cost_per_hour.get(project, 0.0), 2),
+        budget_exceeded=project in plan.budget_exceeded,
+        worst_deadline_risk=None if worst is None else round(worst.estimate.risk, 2),
+        slack=None if tightest is None else format_duration(tightest.estimate.slack_seconds),
+        deadlines=tuple(
+            DeadlineStatus(
+                name=d.deadline,
+                risk=round(d.estimate.risk, 2),
+                slack_seconds=_bounded_seconds(d.estimate.slack_seconds),
+                cutoff=_instant(d.cutoff),
+                # A median finish that never comes (work that cannot start) is left out.
+                projected_finish=_instant(d.estimate.p50_finish)
+                if math.isfinite(d.estimate.p50_finish)
+                else None,
             )
             for d in reports
-        ]
-    for decision in plan.decisions:
-        if project in decision.state.assignments and decision.changed:
-            out["lastDecision"] = _decision_entry(decision, now)
-    if "lastDecision" not in out and (previous.get("status") or {}).get("lastDecision"):
-        out["lastDecision"] = previous["status"]["lastDecision"]
-    return out
+        ),
+        last_decision=_status_decision(changed[-1], now) if changed else _stored_decision(previous),
+    )
+
+
+def _stored_decision(live: Mapping[str, Any]) -> StatusDecision | None:
+    """The stored lastDecision, read on its own; one the schema would refuse is dropped rather
+    than written back."""
+    return parse_object(
+        StatusDecision, _stored(live).get("lastDecision"), "status.lastDecision", []
+    )
 
 
 def _bounded_seconds(value: float) -> int:

@@ -28,12 +28,19 @@ PROJECT: Doc = {
     },
     "status": {
         "conditions": [
-            {"type": "Valid", "status": "True", "reason": "Valid", "message": ""},
+            {
+                "type": "Valid",
+                "status": "True",
+                "reason": "Valid",
+                "message": "",
+                "lastTransitionTime": "2026-11-20T09:00:00Z",
+            },
             {
                 "type": "Ready",
                 "status": "True",
                 "reason": "Applied",
                 "message": "queues and quotas are in place",
+                "lastTransitionTime": "2026-11-20T09:00:00Z",
             },
         ],
         "deadlines": [
@@ -268,3 +275,107 @@ def test_relevant_events() -> None:
 
     assert relevant_events(events, "vision", "gpu-fleet") == EVENTS
     assert relevant_events(events, "vision", None) == [EVENTS[0]]
+
+
+# ---------------------------------------------------------------- statuses it cannot fully read
+
+
+def edited(doc: Doc, edit: Any) -> Doc:
+    out = copy.deepcopy(doc)
+    edit(out)
+    return out
+
+
+def older_status(project: Doc) -> None:
+    """A status as another controller version might leave it: a field this one does not
+    declare, a condition without its reason, a deadline whose risk is out of range."""
+    status = project["status"]
+    status["retired"] = 1
+    del status["conditions"][1]["reason"]
+    status["deadlines"][0]["risk"] = 2
+
+
+@pytest.mark.parametrize(
+    ("project", "policy", "want_lines", "unwanted"),
+    [
+        pytest.param(
+            edited(PROJECT, older_status),
+            POLICY,
+            [
+                "Note: part of the status could not be read and is left out: status.retired: "
+                "unknown field; status.conditions[1].reason: required field is missing; "
+                "status.deadlines[0].risk: must be less than or equal to 1, got 2",
+                "  Valid=True (Valid)",
+                "  demo  2026-12-01T00:00:00Z  0.00  0.10    +25.0h  never",
+                "Pending GPUs: 72   cost now: $30.96/h",
+                "Pool a100: 32 on-demand, 92 spot; held for vision: 16; warm pool target 16 GPUs",
+            ],
+            ["Ready=", "cvpr"],
+            id="an older status: what cannot be read is named and left out, the rest is shown",
+        ),
+        pytest.param(
+            {**PROJECT, "status": "broken"},
+            POLICY,
+            [
+                "Note: the status could not be read: status: must be an object, got string "
+                '"broken"',
+                "Deadlines: none declared, or no risk estimated yet.",
+                "Pending GPUs: 0   cost now: $0.00/h",
+                "Pool a100: 32 on-demand, 92 spot; held for vision: 16; warm pool target 16 GPUs",
+            ],
+            ["Quota split:", "Last decision:"],
+            id="a status that is not an object: a note, and the spec and pools still shown",
+        ),
+        pytest.param(
+            without(PROJECT, "status"),
+            None,
+            [
+                "Deadlines: none declared, or no risk estimated yet.",
+                "Pending GPUs: 0   cost now: $0.00/h",
+            ],
+            ["Note:"],
+            id="a project the controller has not seen yet has no status and needs no note",
+        ),
+        pytest.param(
+            PROJECT,
+            edited(POLICY, lambda p: p["status"]["pools"][0].pop("onDemandGpus")),
+            [
+                "Note: part of CapacityPolicy gpu-fleet's status could not be read and is left "
+                "out: status.pools[0].onDemandGpus: required field is missing",
+            ],
+            ["Pool a100"],
+            id="a pool entry the schema refuses is left out with a note",
+        ),
+        pytest.param(
+            edited(
+                PROJECT,
+                lambda p: p["status"].update({f"old{i}": i for i in range(5)}),
+            ),
+            None,
+            [
+                "Note: part of the status could not be read and is left out: status.old0: "
+                "unknown field; status.old1: unknown field; status.old2: unknown field "
+                "(and 2 more)",
+            ],
+            [],
+            id="a note names three fields and counts the rest, so it stays one line",
+        ),
+        pytest.param(
+            PROJECT,
+            {**POLICY, "status": {"pools": [{"pool": "a100", "onDemandGpus": 8}]}},
+            ["Pool a100: 8 on-demand, 0 spot; held for vision: 0; warm pool target 0 GPUs"],
+            ["None", "Note:"],
+            id="a pool entry without its optional fields shows their defaults, never None",
+        ),
+    ],
+)
+def test_a_status_it_cannot_fully_read(
+    project: Doc, policy: Doc | None, want_lines: list[str], unwanted: list[str]
+) -> None:
+    text = format_explanation(project, policy, [])
+    lines = text.splitlines()
+
+    for line in want_lines:
+        assert line in lines
+    for fragment in unwanted:
+        assert fragment not in text

@@ -16,6 +16,8 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,9 +25,17 @@ from typing import Any
 import pytest
 
 from controller import names
+from controller.api.introspect import to_json
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicyError
-from controller.api.types import Deadline
+from controller.api.schema import object_schema
+from controller.api.types import (
+    CapacityPolicyStatus,
+    Condition,
+    ConditionStatus,
+    Deadline,
+    TrainingProjectStatus,
+)
 from controller.capacity import PoolTarget
 from controller.decide.mix import Action, Decision, PoolState, Reason
 from controller.decide.observation import History, Observation
@@ -36,15 +46,20 @@ from controller.reconcile.status import (
     DeadlineTracking,
     PolicyOutcome,
     ProjectOutcome,
+    capacity_policy_status,
     invalid_spec_message,
     policy_status,
     pool_states,
     pool_status_entries,
     project_capacity_status,
+    read_status,
     status_changed,
+    training_project_status,
 )
 from controller.reconcile.status import project_status as make_project_status
 from controller.render.desired import render
+from controller.risk.deadline import Estimate
+from controller.risk.model import DeadlineReport
 from controller.risk.workloads import WorkloadView
 from controller.timestamps import format_duration
 from tests.builders import policy_doc, pool_doc, project_doc
@@ -134,8 +149,13 @@ def plan_of(*decisions: Decision, warm: dict[str, int] | None = None) -> Capacit
     )
 
 
-def live(pools: list[dict[str, Any]]) -> Doc:
-    return {"metadata": {"name": "fleet"}, "status": {"pools": pools}}
+def as_stored(pools: Sequence[Any]) -> list[Doc]:
+    """status.pools as the API server stores them: typed entries serialised, dicts as given."""
+    return [to_json(p) for p in pools]
+
+
+def live(pools: Sequence[Any]) -> Doc:
+    return {"metadata": {"name": "fleet"}, "status": {"pools": as_stored(pools)}}
 
 
 RAISED = PoolState(
@@ -198,7 +218,7 @@ def test_pool_status_entry_fields() -> None:
         warm={"a100": 6, "h100": 0},
     )
 
-    a100, h100 = pool_status_entries(plan, live([]), now=FIXED_NOW)
+    a100, h100 = as_stored(pool_status_entries(plan, live([]), now=FIXED_NOW))
 
     assert a100 == {
         "pool": "a100",
@@ -348,7 +368,7 @@ def test_last_decision(made: Decision, previous: Doc | None, want_last: Doc | No
 
     (entry,) = pool_status_entries(plan_of(made), before, now=FIXED_NOW)
 
-    assert entry.get("lastDecision") == want_last
+    assert to_json(entry).get("lastDecision") == want_last
 
 
 def test_a_steady_hold_writes_no_new_policy_status() -> None:
@@ -362,7 +382,7 @@ def test_a_steady_hold_writes_no_new_policy_status() -> None:
     again = pool_status_entries(plan_of(held), live(first), now=FIXED_NOW + 60)
 
     assert again == first
-    assert not status_changed(live(first), {"pools": again})
+    assert not status_changed(live(first), {"pools": as_stored(again)})
 
 
 @pytest.mark.parametrize(
@@ -392,7 +412,7 @@ def test_an_unchanging_hold_writes_status_once(made: Decision) -> None:
 
     again = pool_status_entries(plan_of(made), live(first), now=FIXED_NOW + 60)
 
-    assert not status_changed(live(first), {"pools": again})
+    assert not status_changed(live(first), {"pools": as_stored(again)})
 
 
 def test_project_last_decision() -> None:
@@ -401,7 +421,7 @@ def test_project_last_decision() -> None:
     before = {"status": {"lastDecision": EARLIER}}
 
     def status(made: Decision, live: dict[str, Any]) -> dict[str, Any]:
-        return project_capacity_status(plan_of(made), "vision", live, now=FIXED_NOW)
+        return dict(to_json(project_capacity_status(plan_of(made), "vision", live, now=FIXED_NOW)))
 
     assert status(raised, before)["lastDecision"] == {
         "time": STAMP,
@@ -970,3 +990,298 @@ def test_projects_with_objects_are_read_from_the_project_label() -> None:
         obj("ClusterQueue", "nlp", "nlp"),
     ]
     assert projects_with_objects(managed) == frozenset({"vision", "nlp"})
+
+
+# ------------------------------------------------------ the writers and the typed classes agree
+
+PREVIOUS: Doc = {
+    "metadata": {"name": "vision", "generation": 4},
+    "status": {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Applied",
+                "message": "queues and quotas are in place",
+                "lastTransitionTime": CREATED,
+                "observedGeneration": 3,
+            }
+        ],
+        "lastDecision": EARLIER,
+    },
+}
+"""A project the controller has written before, with a lastDecision to carry over."""
+
+ESTIMATED = replace(
+    plan_of(decision(RAISED)),
+    deadlines=(
+        DeadlineReport(
+            project="vision",
+            deadline="release",
+            cutoff=FIXED_NOW + 86400,
+            estimate=Estimate(
+                risk=0.31416,
+                p50_finish=FIXED_NOW + 3600.7,
+                p90_finish=FIXED_NOW + 7200,
+                slack_seconds=82799.3,
+            ),
+            workloads=2,
+            target=0.05,
+        ),
+        DeadlineReport(
+            project="vision",
+            deadline="stuck",
+            cutoff=FIXED_NOW + 3600,
+            estimate=Estimate(
+                risk=1.0,
+                p50_finish=float("inf"),
+                p90_finish=float("inf"),
+                slack_seconds=float("-inf"),
+                startable=False,
+            ),
+            workloads=1,
+            target=0.05,
+        ),
+    ),
+    pending_gpus={"vision": 16},
+    project_cost_per_hour={"vision": 12.3456},
+    budget_exceeded=frozenset({"vision"}),
+)
+"""A steady pass that estimated two deadlines for vision, one whose work can never start."""
+
+VISION_QUOTAS = tuple(q for (p, _), q in BASE_PLAN.rendered.quotas.items() if p == "vision")
+
+
+def estimated(plan: CapacityPlan, live: Doc) -> TrainingProjectStatus:
+    return project_capacity_status(plan, "vision", live, now=FIXED_NOW)
+
+
+PROJECT_CASES = [
+    pytest.param(
+        {"metadata": {"name": "vision", "generation": 1}},
+        ProjectOutcome(errors=(), policy_valid=True, quotas=VISION_QUOTAS),
+        {"nominalGpus": 32, "observedGeneration": 1},
+        {"deadlines", "lastDecision", "pendingGpus"},
+        id="a valid project with its split and nothing estimated yet",
+    ),
+    pytest.param(
+        PREVIOUS,
+        ProjectOutcome(errors=(INVALID_TIER,), policy_valid=True, quotas=(), applied_before=True),
+        {},
+        {"mix", "nominalGpus", "deadlines", "lastDecision"},
+        id="an invalid spec: conditions only",
+    ),
+    pytest.param(
+        {"metadata": {"name": "vision"}},
+        ProjectOutcome(
+            errors=(), policy_valid=False, quotas=(), passed_deadlines=(), apply_error="x"
+        ),
+        {},
+        {"observedGeneration", "mix"},
+        id="the policy invalid: Ready false, no split",
+    ),
+    pytest.param(
+        {"metadata": {"name": "vision", "generation": 2}},
+        ProjectOutcome(
+            errors=(),
+            policy_valid=True,
+            quotas=VISION_QUOTAS,
+            capacity=estimated(ESTIMATED, {}),
+            passed_deadlines=(deadline_at("launch", "2025-05-01T00:00:00+00:00"),),
+            tracking=DeadlineTracking(deadlines=(NEURIPS,), queued=3, counted={}),
+        ),
+        {
+            "worstDeadlineRisk": 1.0,
+            "slack": "-inf",
+            "estimatedCostDollarsPerHour": 12.35,
+            "deadlines": [
+                {
+                    "name": "release",
+                    "risk": 0.31,
+                    "slackSeconds": 82799,
+                    "cutoff": "2027-01-16T08:00:00Z",
+                    "projectedFinish": "2027-01-15T09:00:00Z",
+                },
+                {
+                    "name": "stuck",
+                    "risk": 1.0,
+                    "slackSeconds": -10 * 365 * 86400,
+                    "cutoff": "2027-01-15T09:00:00Z",
+                },
+            ],
+        },
+        {"lastDecision"},
+        id="deadlines estimated, one never finishing: its projectedFinish is left out",
+    ),
+    pytest.param(
+        PREVIOUS,
+        ProjectOutcome(
+            errors=(),
+            policy_valid=True,
+            quotas=VISION_QUOTAS,
+            capacity=estimated(plan_of(decision(RAISED)), PREVIOUS),
+            applied_before=True,
+        ),
+        {"lastDecision": EARLIER, "observedGeneration": 4},
+        set(),
+        id="a steady pass carries the stored lastDecision over",
+    ),
+]
+
+
+def undeclared(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+    """Where `value` holds a key the schema declares no property for, or a null (which the API
+    server prunes, so the stored status would differ from the written one every pass)."""
+    if value is None:
+        return [f"{path}: null"]
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        return [
+            miss
+            for key, item in value.items()
+            for miss in (
+                undeclared(item, properties[key], f"{path}.{key}")
+                if key in properties
+                else [f"{path}.{key}: not declared"]
+            )
+        ]
+    if isinstance(value, list):
+        return [
+            miss
+            for i, item in enumerate(value)
+            for miss in undeclared(item, schema["items"], f"{path}[{i}]")
+        ]
+    return []
+
+
+@pytest.mark.parametrize(("live_project", "outcome", "want", "absent"), PROJECT_CASES)
+def test_the_project_status_written_is_its_typed_class(
+    live_project: Doc, outcome: ProjectOutcome, want: Doc, absent: set[str]
+) -> None:
+    """Every key written is a field of TrainingProjectStatus's JSON form (its CRD schema), and
+    the written status parses back to the very value it was written from."""
+    typed = training_project_status(live_project, outcome, now=NOW_DT)
+
+    written = make_project_status(live_project, outcome, now=NOW_DT)
+
+    assert undeclared(written, object_schema(TrainingProjectStatus), "status") == []
+    assert read_status(TrainingProjectStatus, {"status": json.loads(json.dumps(written))}) == (
+        typed,
+        (),
+    )
+    assert {k: written.get(k) for k in want} == want
+    assert absent.isdisjoint(written)
+
+
+EARLY_POOL: Doc = {"pool": "h100", "onDemandGpus": 8, "lastDecision": EARLIER}
+"""h100 as an earlier pass left it: a hold in the evaluation window keeps its lastDecision."""
+
+POLICY_CASES = [
+    pytest.param(
+        {"metadata": {"name": "fleet", "generation": 2}, "status": {"pools": [EARLY_POOL]}},
+        PolicyOutcome(
+            errors=(),
+            projects=2,
+            mix=ESTIMATED.rendered.mix,
+            unserved=(),
+            kept=(),
+            pools=pool_status_entries(
+                plan_of(
+                    decision(RAISED, Action.RAISE, Reason.CEILING_BINDS, previous=8),
+                    decision(COOLING, Action.HOLD, Reason.EVALUATION_WINDOW),
+                ),
+                {"status": {"pools": [EARLY_POOL]}},
+                now=FIXED_NOW,
+            ),
+            binding=("a100: CeilingBinds",),
+        ),
+        {"projects": 2, "observedGeneration": 2},
+        set(),
+        id="a valid policy with each pool's state: a raise, and a hold keeping its decision",
+    ),
+    pytest.param(
+        {"metadata": {"name": "fleet"}},
+        PolicyOutcome(
+            errors=(INVALID_POLICY,), projects=0, mix=(), unserved=("apps/v1 Deployment",), kept=()
+        ),
+        {"projects": 0},
+        {"mix", "pools", "observedGeneration"},
+        id="an invalid policy: nothing rendered, no pools",
+    ),
+    pytest.param(
+        {"metadata": {"name": "fleet", "generation": 1}},
+        PolicyOutcome(
+            errors=(),
+            projects=1,
+            mix=ESTIMATED.rendered.mix,
+            unserved=(),
+            kept=("ClusterQueue old",),
+            apply_error="conflict",
+            history_error="Prometheus down",
+        ),
+        {},
+        {"pools"},
+        id="apply failed and Prometheus down, objects kept for their workloads",
+    ),
+]
+
+
+@pytest.mark.parametrize(("live_policy", "outcome", "want", "absent"), POLICY_CASES)
+def test_the_policy_status_written_is_its_typed_class(
+    live_policy: Doc, outcome: PolicyOutcome, want: Doc, absent: set[str]
+) -> None:
+    typed = capacity_policy_status(live_policy, outcome, now=NOW_DT)
+
+    written = policy_status(live_policy, outcome, now=NOW_DT)
+
+    assert undeclared(written, object_schema(CapacityPolicyStatus), "status") == []
+    assert read_status(CapacityPolicyStatus, {"status": json.loads(json.dumps(written))}) == (
+        typed,
+        (),
+    )
+    assert {k: written.get(k) for k in want} == want
+    assert absent.isdisjoint(written)
+
+
+READY: Doc = PREVIOUS["status"]["conditions"][0]
+READY_READ = Condition(
+    type="Ready",
+    status=ConditionStatus.TRUE,
+    reason="Applied",
+    message="queues and quotas are in place",
+    last_transition_time=datetime.fromisoformat(CREATED),
+    observed_generation=3,
+)
+
+
+@pytest.mark.parametrize(
+    ("stored", "want", "want_paths"),
+    [
+        pytest.param(None, TrainingProjectStatus(), [], id="no status yet reads as the empty one"),
+        pytest.param(
+            {"pendingGpus": 8, "conditions": [READY, {**READY, "status": "False"}]},
+            TrainingProjectStatus(pending_gpus=8, conditions=(READY_READ,)),
+            ["status.conditions[1].type"],
+            id="a second condition of one type is left out on its own",
+        ),
+        pytest.param(
+            {"pendingGpus": 8, "old.field[0]": 1, "slack": 5},
+            TrainingProjectStatus(pending_gpus=8),
+            ["status.old.field[0]", "status.slack"],
+            id="an unknown field, even one named with dots, and a mistyped one are left out",
+        ),
+        pytest.param(
+            ["pendingGpus"],
+            TrainingProjectStatus(),
+            ["status"],
+            id="a status that is not an object reads as the empty one",
+        ),
+    ],
+)
+def test_read_status_leaves_out_only_what_it_cannot_read(
+    stored: Any, want: TrainingProjectStatus, want_paths: list[str]
+) -> None:
+    got, errors = read_status(TrainingProjectStatus, {"status": stored})
+
+    assert got == want
+    assert [e.path for e in errors] == want_paths
