@@ -6,8 +6,12 @@ missing Event must not fail (or retry) the reconcile that produced it.
 A controller repeats itself: a policy that cannot be satisfied says so on every reconcile. As
 client-go's recorder does, an identical Event seen again within `SERIES_WINDOW` updates the
 `series` (count, lastObservedTime) of the Event already written instead of creating one more
-object. The map from Event identity to Event name lives in memory: after a restart the first
-repeat creates a new Event, which costs one object, not correctness.
+object. As client-go also does, only the first repeat is written at once; later ones are
+counted in memory and written at most every `SERIES_REFRESH` (by `flush`, which the loop calls
+after each pass), so a condition repeated on every pass of a busy controller costs one write
+per Event per refresh, not one per pass. The map from Event identity to Event name lives in
+memory: after a restart the first repeat creates a new Event, which costs one object, not
+correctness; a count not yet written when the process ends is lost (Events are best effort).
 
 The real API server rejects an `events.k8s.io/v1` Event whose immutable fields change on update,
 so a repeat only ever touches `series` (a JSON merge patch); and it only accepts Events about a
@@ -36,6 +40,8 @@ log = structlog.get_logger(__name__)
 EventType = Literal["Normal", "Warning"]
 EVENT_TYPES: frozenset[str] = frozenset({"Normal", "Warning"})
 SERIES_WINDOW = timedelta(minutes=10)
+SERIES_REFRESH = timedelta(minutes=5)
+"""How stale a series' count may be on the server: repeats in between are kept in memory."""
 NOTE_LIMIT_BYTES = 1024
 FIELD_LIMIT = 128  # reason, action, reportingController and reportingInstance
 MAX_NAME_LENGTH = 253
@@ -89,6 +95,9 @@ class _Series:
     namespace: str
     name: str = ""  # empty until the Event is created
     count: int = 0
+    written_count: int = 0
+    """The count the server has (1 once created)."""
+    written_at: datetime | None = None
     last_observed: datetime | None = None
     touched: datetime | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -159,7 +168,7 @@ class EventRecorder:
         series = self._track(key, reference, now)
         with series.lock:
             try:
-                if series.name and not self._repeat(series, now=now):
+                if series.name and not self._repeat(series, now=now, due=False):
                     series.name = ""  # expired from the server: start a new Event
                 if not series.name:
                     self._create(
@@ -238,14 +247,31 @@ class EventRecorder:
             if exc.reason != "AlreadyExists":
                 raise
         series.name = name
-        series.count = 1
+        series.count = series.written_count = 1
+        series.written_at = now
         log.debug("event_emitted", name=series.name, reason=reason, action=action)
 
-    def _repeat(self, series: _Series, *, now: datetime) -> bool:
-        """Count one more occurrence on the existing Event; False when the server no longer has
-        it (Events live an hour by default)."""
-        count = series.count + 1
-        patch = {"series": {"count": count, "lastObservedTime": format_microtime(now)}}
+    def _repeat(self, series: _Series, *, now: datetime, due: bool) -> bool:
+        """Count one more occurrence on the existing Event (`due`: only write what is pending);
+        False when the server no longer has it (Events live an hour by default).
+
+        The first repeat is written at once, so the Event shows it is a series; the others
+        when `SERIES_REFRESH` has passed since the last write.
+        """
+        if not due:
+            series.count += 1
+            series.last_observed = now
+        first_repeat = series.written_count < 2 <= series.count
+        stale = series.written_at is None or now - series.written_at >= SERIES_REFRESH
+        if series.count == series.written_count or not (first_repeat or stale):
+            return True
+        assert series.last_observed is not None
+        patch = {
+            "series": {
+                "count": series.count,
+                "lastObservedTime": format_microtime(series.last_observed),
+            }
+        }
         try:
             self.client.request(
                 "PATCH",
@@ -257,9 +283,28 @@ class EventRecorder:
             if exc.not_found:
                 return False
             raise
-        series.count = count
-        log.debug("event_repeated", name=series.name, count=count)
+        series.written_count, series.written_at = series.count, now
+        log.debug("event_repeated", name=series.name, count=series.count)
         return True
+
+    def flush(self) -> int:
+        """Write the counts of series whose last write is `SERIES_REFRESH` old; the number of
+        writes. Best effort, like `emit`: a failure is logged and left for the next flush."""
+        now = self._wall_clock()
+        with self._lock:
+            pending = [s for s in self._series.values() if s.name and s.count > s.written_count]
+        writes = 0
+        for series in pending:
+            with series.lock:
+                before = series.written_count
+                try:
+                    if not self._repeat(series, now=now, due=True):
+                        series.name = ""  # gone from the server: the next emit starts anew
+                except KubeError as exc:
+                    log.warning("event_flush_failed", name=series.name, error=str(exc)[:200])
+                    continue
+                writes += series.written_count != before
+        return writes
 
 
 def _check_fields(*, type: str, reason: str, action: str) -> None:

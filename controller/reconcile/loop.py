@@ -264,6 +264,7 @@ class Controller:
             self._retry_at = None
             self._backoff.reset()
         self._synced_once = True
+        self.events.flush()  # repeats of Events, written at most every SERIES_REFRESH
         self.metrics.reconcile_duration_seconds.observe(time.monotonic() - started)
         self.metrics.last_successful_reconcile_timestamp_seconds.set(time.time())
         if self.on_result:

@@ -1,0 +1,97 @@
+"""How often a repeated Event is written (`EventRecorder` series, `flush`).
+
+The client is a stand-in that records requests (a fake, said so): what is checked here is
+which writes the recorder makes and with what count, on a clock moved by hand. That the real
+API server accepts those writes is `tests/integration/test_events.py`'s part.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from controller.kube.client import KubeClient
+from controller.kube.events import SERIES_REFRESH, SERIES_WINDOW, EventRecorder
+
+FIXED_NOW = datetime(2026, 11, 21, 13, 4, 5, tzinfo=UTC)
+SUBJECT = {"apiVersion": "v1", "kind": "Lease", "metadata": {"name": "s", "namespace": "ns"}}
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.creates: list[dict[str, Any]] = []
+        self.patches: list[dict[str, Any]] = []
+
+    def create(self, kind: Any, body: dict[str, Any]) -> dict[str, Any]:
+        self.creates.append(body)
+        return body
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        assert method == "PATCH"
+        self.patches.append(kwargs["body"]["series"])
+        return {}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = FIXED_NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def recorder() -> tuple[EventRecorder, Recording, Clock]:
+    client, clock = Recording(), Clock()
+    return (
+        EventRecorder(cast(KubeClient, client), reporting_instance="test", wall_clock=clock),
+        client,
+        clock,
+    )
+
+
+def emit(events: EventRecorder) -> str | None:
+    return events.emit(SUBJECT, type="Warning", reason="ShiftWaiting", action="Shift", note="n")
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_a_condition_repeated_every_pass_is_written_once_per_refresh() -> None:
+    events, client, clock = recorder()
+    names = set()
+    for _ in range(60):  # a pass every 2 s for two minutes
+        names.add(emit(events))
+        events.flush()
+        clock.now += timedelta(seconds=2)
+    assert len(names) == 1
+    assert len(client.creates) == 1
+    # The first repeat at once (the Event becomes a series), the rest held back.
+    assert client.patches == [
+        {"count": 2, "lastObservedTime": stamp(FIXED_NOW + timedelta(seconds=2))}
+    ]
+
+    clock.now = FIXED_NOW + SERIES_REFRESH + timedelta(seconds=2)
+    assert events.flush() == 1
+    last = FIXED_NOW + timedelta(seconds=118)
+    assert client.patches[-1] == {"count": 60, "lastObservedTime": stamp(last)}
+    assert events.flush() == 0  # nothing new
+
+
+def test_a_repeat_after_the_refresh_is_written_at_once() -> None:
+    events, client, clock = recorder()
+    emit(events)
+    clock.now += timedelta(minutes=4)
+    emit(events)
+    clock.now += timedelta(minutes=9)  # within the window, past the refresh
+    emit(events)
+    assert [p["count"] for p in client.patches] == [2, 3]
+
+
+def test_after_the_window_a_repeat_starts_a_new_event() -> None:
+    events, client, clock = recorder()
+    first = emit(events)
+    clock.now += SERIES_WINDOW + timedelta(seconds=1)
+    assert emit(events) != first
+    assert len(client.creates) == 2
+    assert client.patches == []
