@@ -8,9 +8,8 @@ writes statuses and priority boosts. This times `Reconciler.reconcile` on snapsh
   the last pass wrote (their new resourceVersions), later ones see nothing new; the goal is a
   pass where nothing changed under 50 ms.
 
-The API server is a stand-in here (a mock, said so): an in-memory store that keeps each object
-as applied with a new resourceVersion, and its status subresource apart, because what is
-measured is the controller's own CPU per pass, not the server's (bench_scale.py measures the
+The API server is a stand-in here (a mock, said so: `controller.testenv.memoryserver`), because
+what is measured is the controller's own CPU per pass, not the server's (bench_scale.py measures the
 controller against the real test API server). The policy and Workloads are `bench_decide`'s
 (synthetic, 1,000 projects over 4 pools, 10 pending and 2 running Workloads each), made into
 Kueue Workload objects; the clock is fixed and moves 5 s a pass.
@@ -21,7 +20,6 @@ Run: `.venv/bin/python bench/bench_pass.py` (part of `make bench`).
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 import statistics
 import time
@@ -34,125 +32,41 @@ from bench_decide import FIXED_NOW, POOLS, PROJECTS, workloads
 from controller import names
 from controller.api.loader import load_policy_set
 from controller.examples.synthetic import synthetic_documents
-from controller.kube import kinds
-from controller.kube.cache import Observed
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.risk.workloads import WorkloadView
+from controller.testenv.kueue_standin import admission, admitted_status, workload_body
+from controller.testenv.memoryserver import MemoryServer
 
 GOAL_UNCHANGED_SECONDS = 0.05
 QUIET_PASSES = 6
 Object = dict[str, Any]
 
 
-class MemoryServer:
-    """Stands in for the API server (see the module docstring): applies, status and deletes."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], Object] = {}
-        self._versions = itertools.count(1)
-
-    def put(self, obj: Object) -> Object:
-        meta = obj["metadata"]
-        meta["resourceVersion"] = str(next(self._versions))
-        meta.setdefault("generation", 1)
-        self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
-        return obj
-
-    def apply(
-        self, kind: kinds.Kind, obj: Object, *, field_manager: str, subresource: str | None = None
-    ) -> Object:
-        del field_manager
-        meta = obj["metadata"]
-        current = self.objects.get((kind.kind, meta.get("namespace") or "", meta["name"]))
-        if subresource == "status":
-            assert current is not None
-            new = copy.deepcopy(current)
-            new["status"] = copy.deepcopy(obj["status"])
-        elif kind.kind == "Workload" and current is not None:
-            new = copy.deepcopy(current)  # a priority boost: annotations only
-            new["metadata"].setdefault("annotations", {}).update(obj["metadata"]["annotations"])
-        else:
-            new = copy.deepcopy(obj)
-            if current is not None and "status" in current:
-                new["status"] = current["status"]
-        return self.put(new)
-
-    def create(self, kind: kinds.Kind, obj: Object) -> Object:
-        return obj  # Events: not kept
-
-    def delete(self, kind: kinds.Kind, name: str, namespace: str | None = None) -> bool:
-        return self.objects.pop((kind.kind, namespace or "", name), None) is not None
-
-    def snapshot(self) -> Observed:
-        """What the controller's cache would hold: every collection in (namespace, name) order."""
-
-        def of(kind: str) -> tuple[Object, ...]:
-            return tuple(o for (k, _, _), o in sorted(self.objects.items()) if k == kind)
-
-        return Observed(
-            served=frozenset(k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD))
-            | {kinds.CAPACITY_POLICY.group_version},
-            policies=of(kinds.CAPACITY_POLICY.kind),
-            projects=of(kinds.TRAINING_PROJECT.kind),
-            managed=tuple(o for kind in kinds.MANAGED_KINDS for o in of(kind.kind)),
-            workloads=of(kinds.WORKLOAD.kind),
-        )
-
-
 def stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def workload_object(view: WorkloadView, gpu_resource: str) -> Object:
+def workload_object(view: WorkloadView) -> Object:
     """The Kueue Workload a view was read from (pending, or admitted to a flavor)."""
     annotations = {}
     if view.expected_duration is not None:
         annotations[names.ANNOTATION_EXPECTED_DURATION] = str(int(view.expected_duration))
-    body: Object = {
-        "apiVersion": kinds.WORKLOAD.api_version,
-        "kind": kinds.WORKLOAD.kind,
-        "metadata": {
-            "name": view.name,
-            "namespace": view.namespace,
-            "labels": dict(view.labels),
-            "annotations": annotations,
-            "creationTimestamp": stamp(view.created),
-        },
-        "spec": {
-            "queueName": view.queue,
-            "priority": view.priority,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "resources": {"requests": {gpu_resource: str(view.gpus)}},
-                                }
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    if view.admitted_at is not None and view.flavors:
-        when = stamp(view.admitted_at)
-        body["status"] = {
-            "conditions": [
-                {"type": t, "status": "True", "reason": t, "lastTransitionTime": when}
-                for t in ("QuotaReserved", "Admitted")
-            ],
-            "admission": {
-                "clusterQueue": view.cluster_queue,
-                "podSetAssignments": [
-                    {"name": "main", "count": 1, "flavors": {gpu_resource: view.flavors[0]}}
-                ],
-            },
-        }
+    body = workload_body(
+        name=view.name,
+        namespace=view.namespace,
+        queue=view.queue,
+        priority=view.priority,
+        pods=1,
+        gpus_per_pod=view.gpus,
+        labels=view.labels,
+        annotations=annotations,
+    )
+    body["metadata"]["creationTimestamp"] = stamp(view.created)
+    if view.admitted_at is not None and view.flavors and view.cluster_queue:
+        assigned = admission(
+            cluster_queue=view.cluster_queue, pods=1, gpus_per_pod=view.gpus, flavor=view.flavors[0]
+        )
+        body["status"] = admitted_status(assigned, stamp(view.admitted_at))
     return body
 
 
@@ -170,10 +84,9 @@ def main() -> None:
     server = MemoryServer()
     for document in documents:
         server.put(copy.deepcopy(document))
-    gpu = policy_set.policy.spec.pools[0].gpu_resource
     views = workloads(policy_set)
     for view in views:
-        server.put(workload_object(view, gpu))
+        server.put(workload_object(view))
     clock = [FIXED_NOW]
     reconciler = Reconciler(
         # The stand-in answers the calls a pass makes (apply, create, delete).

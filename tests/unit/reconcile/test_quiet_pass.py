@@ -1,109 +1,46 @@
 """A pass where nothing changed decides nothing again and writes nothing.
 
 The example policy and a handful of Workloads, reconciled on snapshots of an in-memory store.
-The store is a stand-in for the API server (a fake, said so): it keeps each object as applied
-under a new resourceVersion, and a status apart, which is all a pass needs from a server to
-show what it derives again and what it keeps. The clock is fixed and moved by hand.
+The store is `controller.testenv.memoryserver`'s stand-in for the API server (a fake, said
+so), which is all a pass needs from a server to show what it derives again and what it keeps.
+The clock is fixed and moved by hand.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from controller import names
 from controller.api.loader import read_documents
 from controller.examples import EXAMPLE_DIR
-from controller.kube import kinds
-from controller.kube.cache import Observed
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import Reconciler
+from controller.testenv.kueue_standin import workload_body
+from controller.testenv.memoryserver import MemoryServer
 
 FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
 Doc = dict[str, Any]
 
 
-class Store:
-    """Stands in for the API server (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], Doc] = {}
-        self.writes: list[tuple[str, str]] = []
-        self._versions = itertools.count(1)
-
-    def put(self, obj: Doc) -> Doc:
-        meta = obj["metadata"]
-        meta["resourceVersion"] = str(next(self._versions))
-        self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
-        return obj
-
-    def apply(self, kind: kinds.Kind, obj: Doc, *, subresource: str | None = None, **_: Any) -> Doc:
-        meta = obj["metadata"]
-        self.writes.append((kind.kind, meta["name"]))
-        current = self.objects.get((kind.kind, meta.get("namespace") or "", meta["name"]))
-        new = copy.deepcopy(current if subresource or kind == kinds.WORKLOAD else obj) or {}
-        if subresource:
-            new["status"] = copy.deepcopy(obj["status"])
-        elif kind == kinds.WORKLOAD:
-            new["metadata"].setdefault("annotations", {}).update(obj["metadata"]["annotations"])
-        elif current is not None and "status" in current:
-            new["status"] = current["status"]
-        return self.put(new)
-
-    def create(self, kind: kinds.Kind, obj: Doc) -> Doc:
-        return obj
-
-    def delete(self, kind: kinds.Kind, name: str, namespace: str | None = None) -> bool:
-        return self.objects.pop((kind.kind, namespace or "", name), None) is not None
-
-    def snapshot(self) -> Observed:
-        def of(kind: kinds.Kind) -> tuple[Doc, ...]:
-            return tuple(o for (k, _, _), o in sorted(self.objects.items()) if k == kind.kind)
-
-        return Observed(
-            served=frozenset(k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD))
-            | {kinds.CAPACITY_POLICY.group_version},
-            policies=of(kinds.CAPACITY_POLICY),
-            projects=of(kinds.TRAINING_PROJECT),
-            managed=tuple(o for kind in kinds.MANAGED_KINDS for o in of(kind)),
-            workloads=of(kinds.WORKLOAD),
-        )
-
-
 def workload(name: str, gpus: int) -> Doc:
-    return {
-        "apiVersion": kinds.WORKLOAD.api_version,
-        "kind": kinds.WORKLOAD.kind,
-        "metadata": {
-            "name": name,
-            "namespace": "vision",
-            "creationTimestamp": "2026-11-27T18:00:00Z",
-            "labels": {"example.com/paper": "cvpr"},
-            "annotations": {names.ANNOTATION_EXPECTED_DURATION: "13500"},
-        },
-        "spec": {
-            "queueName": "vision-research",
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": gpus}}}
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    body = workload_body(
+        name=name,
+        namespace="vision",
+        queue="vision-research",
+        priority=0,
+        pods=1,
+        gpus_per_pod=gpus,
+        labels={"example.com/paper": "cvpr"},
+        annotations={names.ANNOTATION_EXPECTED_DURATION: "13500"},
+    )
+    body["metadata"]["creationTimestamp"] = "2026-11-27T18:00:00Z"
+    return body
 
 
-def world() -> tuple[Store, Reconciler, list[float]]:
-    store = Store()
+def world() -> tuple[MemoryServer, Reconciler, list[float]]:
+    store = MemoryServer()
     documents, errors = read_documents(EXAMPLE_DIR)
     assert not errors
     for _, doc in documents:
@@ -117,7 +54,7 @@ def world() -> tuple[Store, Reconciler, list[float]]:
     return store, reconciler, clock
 
 
-def settle(store: Store, reconciler: Reconciler, clock: list[float]) -> None:
+def settle(store: MemoryServer, reconciler: Reconciler, clock: list[float]) -> None:
     """Passes 5 s apart until one writes nothing."""
     for _ in range(5):
         before = len(store.writes)

@@ -1,0 +1,80 @@
+"""An in-memory stand-in for the API server, for passes measured or checked without one.
+
+A fake, said so wherever it is used: it keeps each object as applied under a new
+resourceVersion, a status apart from the rest, a priority boost as an annotation merge, and
+hands out snapshots in the controller cache's form. That is all a pass needs from a server to
+show what it derives again, what it keeps and what it writes; that a real server accepts the
+writes is the integration tests' part.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from controller.kube import kinds
+from controller.kube.cache import Observed
+
+Object = dict[str, Any]
+
+
+class MemoryServer:
+    """Answers the calls a reconcile pass makes: apply (with a status subresource), create,
+    delete; `writes` lists every apply as (kind, name)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Object] = {}
+        self.writes: list[tuple[str, str]] = []
+        self._versions = itertools.count(1)
+
+    def put(self, obj: Object) -> Object:
+        """Store `obj` (as a client outside the controller would) under a new version."""
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(next(self._versions))
+        meta.setdefault("generation", 1)
+        self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
+        return obj
+
+    def apply(
+        self, kind: kinds.Kind, obj: Object, *, subresource: str | None = None, **_: Any
+    ) -> Object:
+        meta = obj["metadata"]
+        self.writes.append((kind.kind, meta["name"]))
+        current = self.objects.get((kind.kind, meta.get("namespace") or "", meta["name"]))
+        if subresource == "status":
+            assert current is not None
+            new = copy.deepcopy(current)
+            new["status"] = copy.deepcopy(obj["status"])
+        elif kind == kinds.WORKLOAD and current is not None:
+            new = copy.deepcopy(current)  # a priority boost: annotations only
+            new["metadata"].setdefault("annotations", {}).update(obj["metadata"]["annotations"])
+        else:
+            new = copy.deepcopy(obj)
+            if current is not None and "status" in current:
+                new["status"] = current["status"]
+        return self.put(new)
+
+    def create(self, kind: kinds.Kind, obj: Object) -> Object:
+        return obj  # Events: not kept
+
+    def delete(self, kind: kinds.Kind, name: str, namespace: str | None = None) -> bool:
+        return self.objects.pop((kind.kind, namespace or "", name), None) is not None
+
+    def snapshot(self) -> Observed:
+        """What the controller's cache would hold: every collection in (namespace, name) order."""
+
+        def of(kind: kinds.Kind) -> tuple[Object, ...]:
+            return tuple(o for (k, _, _), o in sorted(self.objects.items()) if k == kind.kind)
+
+        return Observed(
+            served=frozenset(k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD))
+            | {kinds.CAPACITY_POLICY.group_version},
+            policies=of(kinds.CAPACITY_POLICY),
+            projects=of(kinds.TRAINING_PROJECT),
+            managed=tuple(o for kind in kinds.MANAGED_KINDS for o in of(kind)),
+            workloads=of(kinds.WORKLOAD),
+        )
+
+
+__all__ = ["MemoryServer"]
