@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -332,8 +332,12 @@ def _each_kind_in_parallel(
         if workers <= 1 or len(batch) == 1 or any(serial(obj) for obj in batch):
             out.extend(write(obj) for obj in batch)
             continue
+        # Not `pool.map`: its iterator cancels the writes not yet started when one raises,
+        # so which objects of the kind were written would depend on thread timing.
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="write") as pool:
-            out.extend(pool.map(write, batch))
+            futures = [pool.submit(write, obj) for obj in batch]
+            wait(futures)
+        out.extend(future.result() for future in futures)
     return out
 
 
