@@ -66,6 +66,7 @@ from controller.risk.workloads import WorkloadView, workload_view
 log = structlog.get_logger(__name__)
 
 R = TypeVar("R")
+T = TypeVar("T")
 DEFAULT_WRITE_WORKERS = 4
 """Creates of one kind in flight at once: a first pass at 1,000 projects writes 4,000 objects,
 and more at once than this mostly queues in a small control plane."""
@@ -102,6 +103,8 @@ class ReconcileResult:
     unserved: tuple[str, ...] = ()
     policy: str | None = None
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict, repr=False)
+    """Seconds per phase of the pass (decide, converge, boosts, statuses): where it went."""
     plan: Plan | None = field(default=None, repr=False)
     capacity: CapacityPlan | None = field(default=None, repr=False)
     queued: Mapping[str, int] = field(default_factory=dict, repr=False)
@@ -311,6 +314,18 @@ def _in_use(
     return count(observed.workloads, local_queues)
 
 
+def _phase_timer(phases: dict[str, float]) -> Callable[[str], None]:
+    """`mark(name)` records the seconds since the last mark under `name`."""
+    last = [time.monotonic()]
+
+    def mark(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - last[0], 3)
+        last[0] = now
+
+    return mark
+
+
 def _each_kind_in_parallel(
     objects: Sequence[KubeObject],
     write: Callable[[KubeObject], R],
@@ -332,13 +347,23 @@ def _each_kind_in_parallel(
         if workers <= 1 or len(batch) == 1 or any(serial(obj) for obj in batch):
             out.extend(write(obj) for obj in batch)
             continue
-        # Not `pool.map`: its iterator cancels the writes not yet started when one raises,
-        # so which objects of the kind were written would depend on thread timing.
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="write") as pool:
-            futures = [pool.submit(write, obj) for obj in batch]
-            wait(futures)
-        out.extend(future.result() for future in futures)
+        out.extend(_in_parallel(batch, write, workers=workers))
     return out
+
+
+def _in_parallel(items: Sequence[T], write: Callable[[T], R], *, workers: int) -> list[R]:
+    """`write` each of `items` (independent writes), up to `workers` at once.
+
+    Results come back in the items' order; the first exception is raised once every write
+    has ended (not `pool.map`: its iterator cancels the writes not yet started when one
+    raises, so which objects were written would depend on thread timing).
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [write(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="write") as pool:
+        futures = [pool.submit(write, item) for item in items]
+        wait(futures)
+    return [future.result() for future in futures]
 
 
 class Reconciler:
@@ -481,15 +506,19 @@ class Reconciler:
             # than leave KindsServed claiming that everything is served.
             result.unserved = unserved_kinds(observed.served)
         else:
+            mark = _phase_timer(result.phases)
             capacity, result.queued = self._decide(observed, validation.policy_set)
+            mark("decide")
             result.capacity = capacity
             rendered = capacity.rendered
             try:
                 self._converge(observed, validation, rendered, result)
                 self._emit_decisions(observed, validation.policy_set, capacity)
+                mark("converge")
                 result.boosts_written = self._apply_boosts(
                     observed, validation.policy_set, capacity
                 )
+                mark("boosts")
             except KubeError as exc:
                 apply_error = str(exc)[:500]
                 self._write_statuses(observed, validation, rendered, result, apply_error)
@@ -498,7 +527,10 @@ class Reconciler:
                 apply_error = f"{len(result.failed)} object(s) refused: " + "; ".join(
                     result.failed[:5]
                 )
+        statuses_started = time.monotonic()
         self._write_statuses(observed, validation, rendered, result, apply_error)
+        if result.phases:
+            result.phases["statuses"] = round(time.monotonic() - statuses_started, 3)
         result.seconds = time.monotonic() - started
         log.info(
             "reconciled",
@@ -507,10 +539,12 @@ class Reconciler:
             updated=result.updated,
             pruned=result.pruned,
             status_writes=result.status_writes,
+            boosts=result.boosts_written,
             handed_over=result.handed_over,
             kept=len(result.kept),
             invalid=list(result.invalid),
             seconds=round(result.seconds, 3),
+            phases=result.phases,
         )
         return result
 
@@ -693,7 +727,7 @@ class Reconciler:
         settled = (observed.workloads, capacity.boosts)
         if self._boosts_settled is not None and self._boosts_settled == settled:
             return 0  # every boost was in place over these very Workloads last pass
-        writes = refused = 0
+        bodies: list[KubeObject] = []
         for workload in observed.workloads:
             if _finished(workload):
                 continue
@@ -706,20 +740,27 @@ class Reconciler:
             in_place = annotations.get(names.ANNOTATION_PRIORITY_BOOST) == str(value)
             if wanted == boosted and (in_place or not wanted):
                 continue
-            wanted_annotations = (
-                {names.ANNOTATION_PRIORITY_BOOST: str(value), names.ANNOTATION_BOOSTED: "true"}
-                if wanted
-                else {}
+            bodies.append(
+                {
+                    "apiVersion": kinds.WORKLOAD.api_version,
+                    "kind": kinds.WORKLOAD.kind,
+                    "metadata": {
+                        "name": meta["name"],
+                        "namespace": meta.get("namespace"),
+                        "annotations": {
+                            names.ANNOTATION_PRIORITY_BOOST: str(value),
+                            names.ANNOTATION_BOOSTED: "true",
+                        }
+                        if wanted
+                        else {},
+                    },
+                }
             )
-            body = {
-                "apiVersion": kinds.WORKLOAD.api_version,
-                "kind": kinds.WORKLOAD.kind,
-                "metadata": {
-                    "name": meta["name"],
-                    "namespace": meta.get("namespace"),
-                    "annotations": wanted_annotations,
-                },
-            }
+
+        def boost(body: KubeObject) -> bool:
+            """One apply; False when the server refused it for good (logged)."""
+            meta = body["metadata"]
+            workload = f"{meta['namespace']}/{meta['name']}"
             self._guard()
             try:
                 # Applying no annotations under our own field manager removes the ones we set.
@@ -732,11 +773,14 @@ class Reconciler:
             except KubeError as exc:
                 if exc.retryable:
                     raise
-                log.warning("boost_refused", workload=f"{key[0]}/{key[1]}", error=str(exc)[:200])
-                refused += 1
-                continue
-            writes += 1
-            log.info("priority_boost", workload=f"{key[0]}/{key[1]}", boosted=wanted)
+                log.warning("boost_refused", workload=workload, error=str(exc)[:200])
+                return False
+            log.info("priority_boost", workload=workload, boosted=bool(meta["annotations"]))
+            return True
+
+        done = _in_parallel(bodies, boost, workers=self.write_workers)
+        writes = sum(done)
+        refused = len(done) - writes
         self._boosts_settled = settled if not writes and not refused else None
         return writes
 
@@ -760,6 +804,10 @@ class Reconciler:
     def _write_status(self, kind: kinds.Kind, live: KubeObject, status: dict[str, Any]) -> bool:
         if not status_changed(live, status):
             return False
+        return self._send_status(kind, live, status)
+
+    def _send_status(self, kind: kinds.Kind, live: KubeObject, status: dict[str, Any]) -> bool:
+        """Apply `status`; False when the object was deleted since it was read."""
         self._guard()
         body = {
             "apiVersion": kind.api_version,
@@ -827,6 +875,7 @@ class Reconciler:
         for (project_name, _), quota in (rendered.quotas if rendered else {}).items():
             quotas_of.setdefault(project_name, []).append(quota)
         settled, self._statuses_settled = self._statuses_settled, {}
+        changed: list[_StatusWrite] = []
         for live in observed.projects:
             name = live["metadata"]["name"]
             errors = validation.errors_of(TrainingProject.KIND, name)
@@ -860,37 +909,62 @@ class Reconciler:
                 else None,
                 tracking=_tracking(result, validation.policy_set, name) if not errors else None,
             )
-            was_valid = _condition_status(live, "Valid")
-            was_tracked = _condition_status(live, TRACKED)
-            status = project_status(live, project_outcome, now=now)
-            if not self._write_status(kinds.TRAINING_PROJECT, live, status):
+            if not status_changed(live, status := project_status(live, project_outcome, now=now)):
                 self._statuses_settled[name] = inputs
-            else:
-                result.status_writes += 1
-                tracked = _condition(status, TRACKED)
-                if (
-                    tracked is not None
-                    and tracked["status"] == "False"
-                    and was_tracked != "False"
-                    and self.events is not None
-                ):
-                    self.events.emit(
-                        live,
-                        type="Warning",
-                        reason=tracked["reason"],
-                        action="Observe",
-                        note=tracked["message"],
-                    )
-                if errors and was_valid != "False" and self.events is not None:
-                    self.events.emit(
-                        live,
-                        type="Warning",
-                        reason="InvalidSpec",
-                        action="Validate",
-                        note=invalid_spec_message(
-                            errors, applied_before=project_outcome.applied_before
-                        ),
-                    )
+                continue
+            changed.append(_StatusWrite(live, status, inputs, project_outcome, errors))
+
+        # The writes go out together (each its own object); what follows them, in order.
+        sent = _in_parallel(
+            changed,
+            lambda w: self._send_status(kinds.TRAINING_PROJECT, w.live, w.status),
+            workers=self.write_workers,
+        )
+        for write, written in zip(changed, sent, strict=True):
+            live, name = write.live, write.live["metadata"]["name"]
+            if not written:
+                self._statuses_settled[name] = write.inputs
+                continue
+            result.status_writes += 1
+            tracked = _condition(write.status, TRACKED)
+            if (
+                tracked is not None
+                and tracked["status"] == "False"
+                and _condition_status(live, TRACKED) != "False"
+                and self.events is not None
+            ):
+                self.events.emit(
+                    live,
+                    type="Warning",
+                    reason=tracked["reason"],
+                    action="Observe",
+                    note=tracked["message"],
+                )
+            if (
+                write.errors
+                and _condition_status(live, "Valid") != "False"
+                and self.events is not None
+            ):
+                self.events.emit(
+                    live,
+                    type="Warning",
+                    reason="InvalidSpec",
+                    action="Validate",
+                    note=invalid_spec_message(
+                        write.errors, applied_before=write.outcome.applied_before
+                    ),
+                )
+
+
+@dataclass(frozen=True)
+class _StatusWrite:
+    """A project status that differs from the live one, and what it was computed from."""
+
+    live: KubeObject
+    status: dict[str, Any]
+    inputs: tuple[Any, ...]
+    outcome: ProjectOutcome
+    errors: tuple[Any, ...]
 
 
 TRACKED = "DeadlinesTracked"

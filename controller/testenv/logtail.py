@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-WRITE_FIELDS = ("created", "updated", "pruned", "status_writes")
+WRITE_FIELDS = ("created", "updated", "pruned", "status_writes", "boosts")
 """The fields of a `reconciled` entry that count the pass's writes."""
 ERROR_LEVELS = ("error", "critical", "exception")
 KEPT_ERRORS = 20
@@ -30,7 +30,7 @@ def epoch_of(timestamp: str) -> float:
 
 
 def writes_in(entry: Mapping[str, Any]) -> int:
-    """Objects created, updated, pruned and statuses written by one `reconciled` pass."""
+    """Objects created, updated, pruned, statuses and boosts written by one `reconciled` pass."""
     return sum(int(entry.get(k, 0)) for k in WRITE_FIELDS)
 
 
@@ -45,10 +45,11 @@ class Pass:
     updated: int
     pruned: int
     status_writes: int
+    boosts: int = 0
 
     @property
     def writes(self) -> int:
-        return self.created + self.updated + self.pruned + self.status_writes
+        return self.created + self.updated + self.pruned + self.status_writes + self.boosts
 
 
 @dataclass
@@ -115,6 +116,7 @@ class LogTail:
                     updated=int(entry.get("updated", 0)),
                     pruned=int(entry.get("pruned", 0)),
                     status_writes=int(entry.get("status_writes", 0)),
+                    boosts=int(entry.get("boosts", 0)),
                 )
             )
 

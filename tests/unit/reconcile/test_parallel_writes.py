@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from controller.kube import kinds
 from controller.reconcile.reconciler import _each_kind_in_parallel
+
+from .test_quiet_pass import world as quiet_world
 
 Doc = dict[str, Any]
 
@@ -94,3 +97,41 @@ def test_a_failed_write_is_raised_after_its_kind_and_stops_the_next_kinds() -> N
     with pytest.raises(RuntimeError, match="refused"):
         _each_kind_in_parallel(work, write, workers=3)
     assert sorted(written) == [f"clusterqueue-{i}" for i in range(1, 6)]
+
+
+def test_a_first_pass_sends_project_statuses_and_boosts_together() -> None:
+    """Through a whole pass on the in-memory stand-in (a fake API server, see its module): the
+    example's 7 project statuses and 4 boosts each wait on a barrier of 4 parties, which only
+    releases when 4 writes of that sort are in flight at once; written one by one, the barrier
+    would break and the pass fail."""
+    store, reconciler, _ = quiet_world()
+    barriers = {
+        "status": threading.Barrier(4, timeout=30),
+        "boost": threading.Barrier(4, timeout=30),
+    }
+    seen: dict[str, int] = {"status": 0, "boost": 0}
+    lock = threading.Lock()
+    apply = store.apply
+
+    def waiting_apply(kind: kinds.Kind, obj: Doc, **options: Any) -> Doc:
+        sort = (
+            "status"
+            if options.get("subresource") == "status" and kind == kinds.TRAINING_PROJECT
+            else "boost"
+            if kind == kinds.WORKLOAD
+            else None
+        )
+        if sort is not None:
+            with lock:
+                seen[sort] += 1
+                first_four = seen[sort] <= 4
+            if first_four:
+                barriers[sort].wait()
+        return apply(kind, obj, **options)
+
+    store.apply = waiting_apply  # type: ignore[method-assign]
+    result = reconciler.reconcile(store.snapshot())
+
+    assert (result.status_writes, result.boosts_written) == (8, 4)  # 7 projects, 1 policy
+    assert seen == {"status": 7, "boost": 4}
+    assert not any(b.broken for b in barriers.values())

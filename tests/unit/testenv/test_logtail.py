@@ -101,4 +101,5 @@ def test_logged_finds_one_event_from_a_time_on(tmp_path: Path) -> None:
 
 def test_writes_in_a_reconciled_entry() -> None:
     assert writes_in({"created": 1, "updated": 2, "pruned": 0, "status_writes": 4}) == 7
+    assert writes_in({"status_writes": 4, "boosts": 3}) == 7
     assert writes_in({"event": "reconciled"}) == 0
