@@ -24,7 +24,7 @@ Everything is batched: many deadlines and samples are evaluated in one pass of a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -98,16 +98,22 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
     it stops far in the tail even if rounding keeps the CDF below the draw.
     """
     counts = np.zeros(rate.shape, dtype=rate.dtype)
-    flat_rate = rate.ravel().astype(np.float64)
-    flat_uniform = uniform.ravel().astype(np.float64)
-    log_pmf0 = -flat_rate
-    todo = np.flatnonzero(flat_uniform >= np.exp(log_pmf0))
+    flat_rate = rate.ravel()
+    flat_uniform = uniform.ravel()
+    # Which draws see an interruption at all is decided in float64 (u >= e^-rate), but only
+    # for the few that float32 cannot rule out: its e^-rate is within a few units in the last
+    # place, far inside the 1e-5 margin, so the answer is the float64 one for every draw.
+    maybe = np.flatnonzero(
+        flat_uniform >= np.exp(-flat_rate.astype(np.float32)) * np.float32(1 - 1e-5)
+    )
+    r = flat_rate[maybe].astype(np.float64)
+    u = flat_uniform[maybe].astype(np.float64)
+    log_p = -r
+    keep = u >= np.exp(log_p)
+    todo, r, u, log_p = maybe[keep], r[keep], u[keep], log_p[keep]
     if todo.size == 0:
         return counts
-    r = flat_rate[todo]
-    u = flat_uniform[todo]
     log_r = np.log(np.maximum(r, 1e-300))
-    log_p = log_pmf0[todo]
     cdf = np.exp(log_p)
     limit = r + 40 * np.sqrt(r) + 40
     flat_counts = counts.reshape(-1)
@@ -143,28 +149,36 @@ class _Batch:
     valid: npt.NDArray[np.bool_]
 
 
-def _pack(problems: Sequence[Problem]) -> _Batch:
-    width = max(1, *(len(p.jobs) for p in problems))
-    shape = (len(problems), width)
-    batch = _Batch(
-        gpus=np.zeros(shape),
-        mean=np.ones(shape),
-        sigma=np.zeros(shape),
-        running=np.zeros(shape, dtype=bool),
-        checkpoint=np.zeros(shape),
-        counts=np.zeros(shape, dtype=bool),
-        valid=np.zeros(shape, dtype=bool),
+def _pack(problems: Sequence[Problem], width: int) -> _Batch:
+    """Problems of `width` jobs each; with none, one padding row (valid=False)."""
+    if width == 0:
+        shape = (len(problems), 1)
+        return _Batch(
+            gpus=np.zeros(shape),
+            mean=np.ones(shape),
+            sigma=np.zeros(shape),
+            running=np.zeros(shape, dtype=bool),
+            checkpoint=np.zeros(shape),
+            counts=np.zeros(shape, dtype=bool),
+            valid=np.zeros(shape, dtype=bool),
+        )
+    jobs = [p.jobs for p in problems]
+
+    def column(read: Callable[[Job], float]) -> FloatArray:
+        return np.array([[read(job) for job in row] for row in jobs], dtype=np.float64)
+
+    def flag(read: Callable[[Job], bool]) -> npt.NDArray[np.bool_]:
+        return np.array([[read(job) for job in row] for row in jobs], dtype=bool)
+
+    return _Batch(
+        gpus=column(lambda j: j.gpus),
+        mean=column(lambda j: max(j.mean_seconds, 1.0)),
+        sigma=column(lambda j: max(j.sigma, 0.0)),
+        running=flag(lambda j: j.running),
+        checkpoint=column(lambda j: max(j.checkpoint_seconds, 0.0)),
+        counts=flag(lambda j: j.counts),
+        valid=np.ones((len(problems), width), dtype=bool),
     )
-    for b, problem in enumerate(problems):
-        for j, job in enumerate(problem.jobs):
-            batch.gpus[b, j] = job.gpus
-            batch.mean[b, j] = max(job.mean_seconds, 1.0)
-            batch.sigma[b, j] = max(job.sigma, 0.0)
-            batch.running[b, j] = job.running
-            batch.checkpoint[b, j] = max(job.checkpoint_seconds, 0.0)
-            batch.counts[b, j] = job.counts
-            batch.valid[b, j] = True
-    return batch
 
 
 def _delivered_spot(
@@ -206,11 +220,32 @@ def _spot_draws(seed: int, samples: int, availability: float, concentration: flo
 def estimate_many(
     problems: Sequence[Problem], *, now: float, samples: int = 500, seed: int = 0
 ) -> list[Estimate]:
-    """Estimates for many deadlines at once, with common random numbers per seed."""
-    if not problems:
-        return []
-    jobs = _pack(problems)
-    batch, width = jobs.gpus.shape
+    """Estimates for many deadlines at once, with common random numbers per seed.
+
+    Problems are sampled in groups of equal job count: none is padded to the widest, and a
+    group shares one set of job draws instead of a copy per problem. A problem's estimate
+    does not depend on the others in its batch, so the grouping changes no answer.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, problem in enumerate(problems):
+        groups.setdefault(len(problem.jobs), []).append(i)
+    out: list[Estimate | None] = [None] * len(problems)
+    for width, members in groups.items():
+        found = _estimate_batch(
+            [problems[i] for i in members], width, now=now, samples=samples, seed=seed
+        )
+        for i, estimate in zip(members, found, strict=True):
+            out[i] = estimate
+    return [e for e in out if e is not None]
+
+
+def _estimate_batch(
+    problems: Sequence[Problem], width: int, *, now: float, samples: int, seed: int
+) -> list[Estimate]:
+    """`estimate_many` for problems of `width` jobs each."""
+    jobs = _pack(problems, width)
+    batch = len(problems)
+    width = max(width, 1)
 
     def per_problem(attr: str) -> FloatArray:
         return np.array([float(getattr(p.capacity, attr)) for p in problems])
@@ -225,14 +260,13 @@ def estimate_many(
     # Each problem draws from its own generator seeded alike, so its samples do not depend on
     # which other problems share the batch: the risk reported for a deadline and the risk the
     # decision search sees for it alone come from the same samples.
-    z = np.zeros((batch, samples, width), dtype=np.float32)
-    v = np.zeros((batch, samples, width), dtype=np.float32)
+    normal, uniform = _job_draws(seed, samples, width)
+    z = normal[None, :, :]
+    v = np.broadcast_to(uniform, (batch, samples, width))
     delivered = np.zeros((batch, samples))
     availability = np.clip(per_problem("spot_availability"), 0.0, 1.0)
     concentration = np.maximum(per_problem("spot_availability_concentration"), 1e-6)
-    for b, problem in enumerate(problems):
-        n = len(problem.jobs)
-        z[b, :, :n], v[b, :, :n] = _job_draws(seed, samples, n)
+    for b in range(batch):
         delivered[b] = _spot_draws(seed, samples, float(availability[b]), float(concentration[b]))
 
     mu = (np.log(jobs.mean) - jobs.sigma**2 / 2).astype(np.float32)

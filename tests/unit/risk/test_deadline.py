@@ -32,6 +32,7 @@ from controller.risk.deadline import (
     Capacity,
     Job,
     Problem,
+    _poisson_inverse,
     estimate,
     estimate_many,
 )
@@ -576,3 +577,35 @@ def test_a_running_job_wider_than_the_capacity_still_finishes() -> None:
     )
     assert result.risk == 0.0
     assert result.p50_finish < FIXED_NOW + 10 * 3600
+
+
+def _poisson_in_float64(rate: np.ndarray, uniform: np.ndarray) -> list[float]:
+    """The inverse transform with every draw decided in float64, the same walk as the model's
+    (numpy's exp and log, so rounding matches): what its float32 pre-check must not change."""
+    r = rate.astype(np.float64)
+    u = uniform.astype(np.float64)
+    counts = np.zeros(r.shape)
+    log_p = -r
+    cdf = np.exp(log_p)
+    todo = np.flatnonzero(u >= cdf)
+    limit = r + 40 * np.sqrt(r) + 40
+    k = 0
+    while todo.size:
+        k += 1
+        counts[todo] = k
+        log_p[todo] = log_p[todo] + np.log(np.maximum(r[todo], 1e-300)) - np.log(k)
+        cdf[todo] = cdf[todo] + np.exp(log_p[todo])
+        todo = todo[(cdf[todo] < u[todo]) & (k < limit[todo])]
+    return [float(c) for c in counts]
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 0.1, 1.0, 30.0, 800.0])
+def test_poisson_counts_are_the_float64_ones(scale: float) -> None:
+    """Draws right at e^-rate are where float32 and float64 could disagree: include them."""
+    rng = np.random.default_rng(7)
+    rate = (rng.random(400) * scale).astype(np.float32)
+    uniform = rng.random(400).astype(np.float32)
+    uniform[:100] = np.exp(-rate[:100].astype(np.float64)).astype(np.float32)
+    uniform[100:150] = np.nextafter(uniform[:50], np.float32(0))
+    counts = _poisson_inverse(rate, uniform)
+    assert counts.tolist() == _poisson_in_float64(rate, uniform)
