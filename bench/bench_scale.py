@@ -260,8 +260,13 @@ class Sync:
     ready_seconds: float
     first_pass_seconds: float | None
     first_pass_writes: int | None
+    first_pass_phases: dict[str, float]
     cache_synced_seconds: float | None
     lists: int
+    writes: dict[str, int]
+    """API writes from start to ready, by verb and resource (through the proxy)."""
+    cpu_seconds: float | None
+    """The controller's CPU from start to ready; the rest of the machine served the API."""
 
 
 def start_and_sync(
@@ -271,18 +276,27 @@ def start_and_sync(
     wall = time.time()
     controller = start(root, kubeconfig, log_path)
     ready = wait_ready(controller, timeout=READY_TIMEOUT, poll=0.1)
+    sample = proc_sample(controller.process.pid)
     passes = logged(log_path, "reconciled", since_wall=wall)
     synced = logged(log_path, "cache_synced", since_wall=wall)
     after, _, _ = proxy.snapshot()
     lists = sum(n for (verb, _), n in (after - before).items() if verb == "LIST")
+    written = {
+        f"{verb} {resource}": n
+        for (verb, resource), n in sorted((after - before).items(), key=lambda kv: -kv[1])
+        if verb in WRITE_VERBS
+    }
     first = passes[0] if passes else {}
     writes = writes_in(first)
     return controller, Sync(
         ready_seconds=ready,
         first_pass_seconds=float(first["seconds"]) if first else None,
         first_pass_writes=writes if first else None,
+        first_pass_phases=dict(first.get("phases") or {}),
         cache_synced_seconds=float(synced[0]["seconds"]) if synced else None,
         lists=lists,
+        writes=written,
+        cpu_seconds=sample.cpu_seconds if sample is not None else None,
     )
 
 
@@ -292,12 +306,18 @@ def show_sync(label: str, sync: Sync) -> None:
         if sync.cache_synced_seconds is not None
         else ""
     )
+    phases = ", ".join(
+        f"{name} {seconds:.1f} s" for name, seconds in sync.first_pass_phases.items()
+    )
     first = (
-        f"; first pass {sync.first_pass_seconds:.1f} s, {sync.first_pass_writes} writes"
+        f"; first pass {sync.first_pass_seconds:.1f} s ({phases}), {sync.first_pass_writes} writes"
         if sync.first_pass_seconds is not None
         else ""
     )
-    line(label, f"{sync.ready_seconds:.1f} s to ready{first}{cache}; {sync.lists} LISTs")
+    cpu = f"; controller CPU {sync.cpu_seconds:.1f} s" if sync.cpu_seconds is not None else ""
+    line(label, f"{sync.ready_seconds:.1f} s to ready{first}{cache}; {sync.lists} LISTs{cpu}")
+    for what, count in sync.writes.items():
+        line(f"  {what}", str(count))
 
 
 # --------------------------------------------------------------------------------------------

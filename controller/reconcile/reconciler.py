@@ -67,7 +67,7 @@ log = structlog.get_logger(__name__)
 
 R = TypeVar("R")
 T = TypeVar("T")
-DEFAULT_WRITE_WORKERS = 4
+DEFAULT_WRITE_WORKERS = 8
 """Creates of one kind in flight at once: a first pass at 1,000 projects writes 4,000 objects,
 and more at once than this mostly queues in a small control plane."""
 
