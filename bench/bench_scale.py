@@ -309,8 +309,9 @@ def show_sync(label: str, sync: Sync) -> None:
     phases = ", ".join(
         f"{name} {seconds:.1f} s" for name, seconds in sync.first_pass_phases.items()
     )
+    phases = f" ({phases})" if phases else ""  # a controller that logs no phases
     first = (
-        f"; first pass {sync.first_pass_seconds:.1f} s ({phases}), {sync.first_pass_writes} writes"
+        f"; first pass {sync.first_pass_seconds:.1f} s{phases}, {sync.first_pass_writes} writes"
         if sync.first_pass_seconds is not None
         else ""
     )
