@@ -168,6 +168,17 @@ class Karpenter:
         """Nodes removed, with when: for cost, read and cleared by the replay."""
         self.interrupted: list[Node] = []
         """Spot nodes reclaimed since the replay last looked (what NodeClaims would show)."""
+        # Indexes kept in step with `nodes`, so a settle reads them instead of scanning every
+        # node: the Ready nodes of each (pool, capacity type), the GPUs each provisions, and a
+        # count of the changes that could let a pod bind on its Ready nodes.
+        self._ready: dict[tuple[str, str], dict[int, Node]] = {}
+        self._provisioned: dict[tuple[str, str], int] = {}
+        self._placeholders: dict[str, int] = {}
+        """Pool -> the placeholders running on its nodes."""
+        self._version: dict[tuple[str, str], int] = {}
+        self._unbindable: dict[tuple[str, str], tuple[int, int]] = {}
+        """(pool, capacity type) -> (its version, the narrowest pod found to bind nowhere on
+        its Ready nodes at that version): a pod no narrower binds nowhere either."""
 
     # ------------------------------------------------------------------ configuration
     def configure(self, nodepools: Sequence[NodePoolSpec]) -> None:
@@ -179,14 +190,14 @@ class Karpenter:
 
     # ------------------------------------------------------------------ queries
     def provisioned(self, pool: str, capacity_type: str) -> int:
-        return sum(
-            n.gpus
-            for n in self.nodes.values()
-            if n.pool == pool and n.capacity_type == capacity_type
-        )
+        """GPUs of the nodes launched and not yet removed."""
+        return self._provisioned.get((pool, capacity_type), 0)
+
+    def provisioned_in_pool(self, pool: str) -> int:
+        return sum(gpus for (name, _), gpus in self._provisioned.items() if name == pool)
 
     def placeholders_running(self, pool: str) -> int:
-        return sum(n.placeholders for n in self.nodes.values() if n.pool == pool)
+        return self._placeholders.get(pool, 0)
 
     # ------------------------------------------------------------------ workloads
     def admit(self, key: int, pool: str, capacity_type: str, gpus: int) -> None:
@@ -203,7 +214,17 @@ class Karpenter:
                 continue
             node.free += gpus
             node.jobs.pop(key, None)
+            self._changed(node)
             self._maybe_idle(node, now)
+
+    def _add_placeholders(self, node: Node, count: int) -> None:
+        node.placeholders += count
+        self._placeholders[node.pool] = self._placeholders.get(node.pool, 0) + count
+
+    def _changed(self, node: Node) -> None:
+        """A node's room for pods may have grown: binds that failed on its flavor may not."""
+        flavor = (node.pool, node.capacity_type)
+        self._version[flavor] = self._version.get(flavor, 0) + 1
 
     def _maybe_idle(self, node: Node, now: float) -> None:
         if node.ready and not node.jobs and not node.placeholders and node.idle_since is None:
@@ -224,11 +245,23 @@ class Karpenter:
         started: list[int] = []
         for key in list(self.waiting):
             pool, capacity_type, pods = self.waiting[key]
+            flavor = (pool, capacity_type)
+            version = self._version.get(flavor, 0)
+            narrowest = min(pods)
+            known = self._unbindable.get(flavor)
+            if known is not None and known[0] == version and narrowest >= known[1]:
+                continue  # nothing on its Ready nodes changed since a narrower pod bound nowhere
             placement, left = self._bind(pool, capacity_type, pods)
+            if not placement:
+                # No pod bound: its narrowest binds nowhere, and neither does any wider pod.
+                if known is not None and known[0] == version:
+                    narrowest = min(narrowest, known[1])
+                self._unbindable[flavor] = (version, narrowest)
             bound = self.placed.setdefault(key, {})
             for node_id, (gpus, evicted) in placement.items():
                 node = self.nodes[node_id]
-                node.placeholders -= evicted
+                self._changed(node)
+                self._add_placeholders(node, -evicted)
                 node.free += evicted * node.gpus
                 node.free -= gpus
                 node.jobs[key] = node.jobs.get(key, 0) + gpus
@@ -244,16 +277,17 @@ class Karpenter:
         return started
 
     def _ready_nodes(self, pool: str, capacity_type: str | None) -> list[Node]:
-        return sorted(
-            (
-                n
-                for n in self.nodes.values()
-                if n.ready
-                and n.pool == pool
-                and (capacity_type is None or n.capacity_type == capacity_type)
-            ),
-            key=lambda n: n.id,
-        )
+        """The pool's Ready nodes (of one capacity type, or of all), oldest first."""
+        if capacity_type is not None:
+            ready = self._ready.get((pool, capacity_type), {})
+            return [ready[i] for i in sorted(ready)]
+        found = {
+            i: n
+            for (name, _), nodes in self._ready.items()
+            if name == pool
+            for i, n in nodes.items()
+        }
+        return [found[i] for i in sorted(found)]
 
     def _bind(
         self, pool: str, capacity_type: str, pods: Sequence[int]
@@ -262,15 +296,22 @@ class Karpenter:
         and the pods that found no room."""
         nodes = self._ready_nodes(pool, capacity_type)
         free = {n.id: n.free for n in nodes}
-        evictable = {n.id: n.placeholders for n in nodes}
-        size = {n.id: n.gpus for n in nodes}
+        # Built when a pod first needs a placeholder preempted (none was before it).
+        evictable: dict[int, int] = {}
+        size: dict[int, int] = {}
         taken: dict[int, list[int]] = {}
         left: list[int] = []
         for pod in pods:
-            target = min(
-                (n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None
-            )
+            # Best fit: the least free room that takes the pod, the oldest node of those.
+            target: int | None = None
+            least = 0
+            for node_id, room in free.items():
+                if room >= pod and (target is None or room < least):
+                    target, least = node_id, room
             if target is None:
+                if not size:
+                    evictable = {n.id: n.placeholders for n in nodes}
+                    size = {n.id: n.gpus for n in nodes}
                 # Preempt the fewest placeholders on the first node where that makes room.
                 for node_id, room in free.items():
                     for count in range(1, evictable[node_id] + 1):
@@ -296,19 +337,21 @@ class Karpenter:
             if excess > 0:
                 for node in sorted(self._all_nodes(pool_name), key=lambda n: -n.id):
                     while excess > 0 and node.placeholders > 0:
-                        node.placeholders -= 1
+                        self._add_placeholders(node, -1)
                         node.free += node.gpus
                         excess -= 1
+                        self._changed(node)
                     self._maybe_idle(node, now)
                 continue
             for node in self._ready_nodes(pool_name, None):
                 if running >= wanted:
                     break
                 if node.free == node.gpus and not node.jobs and not node.placeholders:
-                    node.placeholders = 1
+                    self._add_placeholders(node, 1)
                     node.free = 0
                     node.idle_since = None
                     running += 1
+                    self._changed(node)
 
     def _all_nodes(self, pool: str) -> list[Node]:
         return [n for n in self.nodes.values() if n.pool == pool]
@@ -386,6 +429,7 @@ class Karpenter:
             node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
             self._next_id += 1
             self.nodes[node.id] = node
+            self._provisioned[key] = self._provisioned.get(key, 0) + node.gpus
             self.push(now + pool.provisioning_latency_seconds, "ready", node.id)
             launched += 1
         return launched
@@ -431,6 +475,8 @@ class Karpenter:
         if node is None:
             return
         node.ready, node.free = True, node.gpus
+        self._ready.setdefault((node.pool, node.capacity_type), {})[node.id] = node
+        self._changed(node)
         self._maybe_idle(node, now)
         if node.capacity_type == SPOT:
             rate = self.pools[node.pool].spot_interruptions_per_hour
@@ -460,6 +506,13 @@ class Karpenter:
 
     def _remove(self, node: Node, now: float) -> None:
         del self.nodes[node.id]
+        flavor = (node.pool, node.capacity_type)
+        self._provisioned[flavor] -= node.gpus
+        if node.placeholders:
+            self._placeholders[node.pool] -= node.placeholders
+        if node.ready:
+            del self._ready[flavor][node.id]
+        self._changed(node)
         self.removed.append(Removal(node, now))
 
     def remove_all(self, *, now: float) -> None:
