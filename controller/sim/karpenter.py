@@ -34,6 +34,7 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,9 +170,17 @@ class Karpenter:
         self.interrupted: list[Node] = []
         """Spot nodes reclaimed since the replay last looked (what NodeClaims would show)."""
         # Indexes kept in step with `nodes`, so a settle reads them instead of scanning every
-        # node: the Ready nodes of each (pool, capacity type), the GPUs each provisions, and a
+        # node: the Ready and the launching nodes of each (pool, capacity type), its Ready
+        # nodes by free GPUs and those running placeholders, the GPUs each provisions, and a
         # count of the changes that could let a pod bind on its Ready nodes.
         self._ready: dict[tuple[str, str], dict[int, Node]] = {}
+        self._launching: dict[tuple[str, str], dict[int, Node]] = {}
+        """Nodes launched and not Ready yet, in launch order."""
+        self._by_free: dict[tuple[str, str], dict[int, list[int]]] = {}
+        """Free GPUs -> a heap of the ids of Ready nodes with that many free. An entry goes
+        stale when its node's free GPUs change (the node is pushed again under the new
+        count) and is dropped when met at the top."""
+        self._with_placeholders: dict[tuple[str, str], set[int]] = {}
         self._provisioned: dict[tuple[str, str], int] = {}
         self._placeholders: dict[str, int] = {}
         """Pool -> the placeholders running on its nodes."""
@@ -222,9 +231,18 @@ class Karpenter:
         self._placeholders[node.pool] = self._placeholders.get(node.pool, 0) + count
 
     def _changed(self, node: Node) -> None:
-        """A node's room for pods may have grown: binds that failed on its flavor may not."""
+        """After a Ready node's free GPUs or placeholders changed, or it came or went: it is
+        indexed under its new room, and binds that failed on its flavor may not any more."""
         flavor = (node.pool, node.capacity_type)
         self._version[flavor] = self._version.get(flavor, 0) + 1
+        present = node.ready and node.id in self.nodes
+        if present:
+            heapq.heappush(self._by_free.setdefault(flavor, {}).setdefault(node.free, []), node.id)
+        with_placeholders = self._with_placeholders.setdefault(flavor, set())
+        if present and node.placeholders > 0:
+            with_placeholders.add(node.id)
+        else:
+            with_placeholders.discard(node.id)
 
     def _maybe_idle(self, node: Node, now: float) -> None:
         if node.ready and not node.jobs and not node.placeholders and node.idle_since is None:
@@ -251,22 +269,12 @@ class Karpenter:
             known = self._unbindable.get(flavor)
             if known is not None and known[0] == version and narrowest >= known[1]:
                 continue  # nothing on its Ready nodes changed since a narrower pod bound nowhere
-            placement, left = self._bind(pool, capacity_type, pods)
-            if not placement:
+            left = self._bind(key, flavor, pods)
+            if len(left) == len(pods):
                 # No pod bound: its narrowest binds nowhere, and neither does any wider pod.
                 if known is not None and known[0] == version:
                     narrowest = min(narrowest, known[1])
                 self._unbindable[flavor] = (version, narrowest)
-            bound = self.placed.setdefault(key, {})
-            for node_id, (gpus, evicted) in placement.items():
-                node = self.nodes[node_id]
-                self._changed(node)
-                self._add_placeholders(node, -evicted)
-                node.free += evicted * node.gpus
-                node.free -= gpus
-                node.jobs[key] = node.jobs.get(key, 0) + gpus
-                node.idle_since = None
-                bound[node_id] = bound.get(node_id, 0) + gpus
             if left:
                 self.waiting[key] = (pool, capacity_type, left)
             else:
@@ -289,46 +297,56 @@ class Karpenter:
         }
         return [found[i] for i in sorted(found)]
 
-    def _bind(
-        self, pool: str, capacity_type: str, pods: Sequence[int]
-    ) -> tuple[dict[int, tuple[int, int]], list[int]]:
-        """Where the pods go on Ready nodes (node id -> (GPUs, placeholders evicted)), best fit,
-        and the pods that found no room."""
-        nodes = self._ready_nodes(pool, capacity_type)
-        free = {n.id: n.free for n in nodes}
-        # Built when a pod first needs a placeholder preempted (none was before it).
-        evictable: dict[int, int] = {}
-        size: dict[int, int] = {}
-        taken: dict[int, list[int]] = {}
+    def _bind(self, key: int, flavor: tuple[str, str], pods: Sequence[int]) -> list[int]:
+        """Binds the workload's pods, largest first, each where `_find` puts it (preempting
+        placeholders if need be); the pods that found no room."""
+        taken: dict[int, int] = {}
         left: list[int] = []
         for pod in pods:
-            # Best fit: the least free room that takes the pod, the oldest node of those.
-            target: int | None = None
-            least = 0
-            for node_id, room in free.items():
-                if room >= pod and (target is None or room < least):
-                    target, least = node_id, room
-            if target is None:
-                if not size:
-                    evictable = {n.id: n.placeholders for n in nodes}
-                    size = {n.id: n.gpus for n in nodes}
-                # Preempt the fewest placeholders on the first node where that makes room.
-                for node_id, room in free.items():
-                    for count in range(1, evictable[node_id] + 1):
-                        if room + count * size[node_id] >= pod:
-                            free[node_id] += count * size[node_id]
-                            evictable[node_id] -= count
-                            taken.setdefault(node_id, [0, 0])[1] += count
-                            target = node_id
-                            break
-                    if target is not None:
-                        break
-            if target is None:
+            found = self._find(flavor, pod)
+            if found is None:
                 left.append(pod)
                 continue
-            free[target] -= pod
-            taken.setdefault(target, [0, 0])[0] += pod
-        return {n: (g, e) for n, (g, e) in taken.items()}, left
+            node_id, evicted = found
+            node = self.nodes[node_id]
+            if evicted:
+                self._add_placeholders(node, -evicted)
+                node.free += evicted * node.gpus
+            node.free -= pod
+            self._changed(node)
+            taken[node_id] = taken.get(node_id, 0) + pod
+        bound = self.placed.setdefault(key, {})
+        for node_id, gpus in taken.items():
+            node = self.nodes[node_id]
+            node.jobs[key] = node.jobs.get(key, 0) + gpus
+            node.idle_since = None
+            bound[node_id] = bound.get(node_id, 0) + gpus
+        return left
+
+    def _find(self, flavor: tuple[str, str], pod: int) -> tuple[int, int] | None:
+        """Where one pod binds among the flavor's Ready nodes, as (node id, placeholders to
+        preempt there), or None: best fit (the least free room that takes it, the oldest node
+        of those); failing that, the fewest placeholders on the oldest node where preempting
+        them makes room."""
+        ready = self._ready.get(flavor)
+        if not ready:
+            return None
+        buckets = self._by_free.get(flavor, {})
+        for room in sorted(buckets):
+            if room < pod:
+                continue
+            heap = buckets[room]
+            while heap:
+                node = ready.get(heap[0])
+                if node is not None and node.free == room:
+                    return node.id, 0
+                heapq.heappop(heap)
+        for node_id in sorted(self._with_placeholders.get(flavor, ())):
+            node = ready[node_id]
+            for count in range(1, node.placeholders + 1):
+                if node.free + count * node.gpus >= pod:
+                    return node_id, count
+        return None
 
     def _place_placeholders(self, now: float) -> None:
         for pool_name, wanted in self.placeholders_wanted.items():
@@ -374,7 +392,7 @@ class Karpenter:
             if missing <= 0:
                 continue
             per_node = self.pools[pool_name].gpus_per_node
-            coming = sum(1 for n in self._all_nodes(pool_name) if not n.ready)
+            coming = sum(len(n) for (name, _), n in self._launching.items() if name == pool_name)
             needed = math.ceil(
                 sum(sum(p) for k, p in demand.items() if k[0] == pool_name) / per_node
             )
@@ -390,9 +408,7 @@ class Karpenter:
     def _launch_for(self, key: tuple[str, str], pods: list[int], now: float) -> None:
         """Bin-packs pods onto nodes on their way, then onto as many new nodes as needed."""
         per_node = self.pools[key[0]].gpus_per_node
-        bins = [
-            n.gpus for n in self.nodes.values() if not n.ready and (n.pool, n.capacity_type) == key
-        ]
+        bins = [n.gpus for n in self._launching.get(key, {}).values()]
         new = 0
         for pod in pods:
             for i, room in enumerate(bins):
@@ -429,6 +445,7 @@ class Karpenter:
             node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
             self._next_id += 1
             self.nodes[node.id] = node
+            self._launching.setdefault(key, {})[node.id] = node
             self._provisioned[key] = self._provisioned.get(key, 0) + node.gpus
             self.push(now + pool.provisioning_latency_seconds, "ready", node.id)
             launched += 1
@@ -475,6 +492,7 @@ class Karpenter:
         if node is None:
             return
         node.ready, node.free = True, node.gpus
+        del self._launching[(node.pool, node.capacity_type)][node.id]
         self._ready.setdefault((node.pool, node.capacity_type), {})[node.id] = node
         self._changed(node)
         self._maybe_idle(node, now)
@@ -512,6 +530,8 @@ class Karpenter:
             self._placeholders[node.pool] -= node.placeholders
         if node.ready:
             del self._ready[flavor][node.id]
+        else:
+            del self._launching[flavor][node.id]
         self._changed(node)
         self.removed.append(Removal(node, now))
 

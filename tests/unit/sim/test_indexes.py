@@ -37,6 +37,26 @@ def reference_available(node: kueue_model._Node, flavor: str) -> int:
     return node.local_available(flavor) + from_parent
 
 
+def reference_find(
+    karpenter: Karpenter, flavor: tuple[str, str], pod: int
+) -> tuple[int, int] | None:
+    """Where a pod binds, found as the kube-scheduler model states it, over every node: best
+    fit (least free room that takes it, then the oldest), else the fewest placeholders to
+    preempt on the oldest node where that makes room."""
+    ready = sorted(
+        (n for n in karpenter.nodes.values() if n.ready and (n.pool, n.capacity_type) == flavor),
+        key=lambda n: n.id,
+    )
+    fits = [n for n in ready if n.free >= pod]
+    if fits:
+        return min(fits, key=lambda n: (n.free, n.id)).id, 0
+    for node in ready:
+        for count in range(1, node.placeholders + 1):
+            if node.free + count * node.gpus >= pod:
+                return node.id, count
+    return None
+
+
 def skipped_as_unbindable(karpenter: Karpenter) -> list[int]:
     """The waiting workloads `place` would skip now, as known to bind nowhere."""
     out = []
@@ -69,9 +89,19 @@ def karpenter_mismatches(karpenter: Karpenter) -> Iterator[str]:
         if karpenter._ready_nodes(pool, None) != ready:
             yield f"Ready nodes of {pool}"
     for key in skipped_as_unbindable(karpenter):
-        placement, _ = karpenter._bind(*karpenter.waiting[key])
-        if placement:
+        pool, capacity_type, pods = karpenter.waiting[key]
+        if karpenter._find((pool, capacity_type), min(pods)) is not None:
             yield f"workload {key} skipped as unbindable, yet it binds"
+    for pool, capacity_type in flavors:
+        launching = [
+            n for n in nodes if not n.ready and (n.pool, n.capacity_type) == (pool, capacity_type)
+        ]
+        if list(karpenter._launching.get((pool, capacity_type), {}).values()) != launching:
+            yield f"launching nodes of {pool}/{capacity_type}"
+        for pod in range(1, karpenter.pools[pool].gpus_per_node + 1):
+            want = reference_find(karpenter, (pool, capacity_type), pod)
+            if karpenter._find((pool, capacity_type), pod) != want:
+                yield f"where a {pod}-GPU pod binds on {pool}/{capacity_type}"
 
 
 def kueue_mismatches(kueue: kueue_model.Kueue) -> Iterator[str]:
