@@ -220,6 +220,9 @@ class Replay:
         self._decided_at_activity = -1
         self.last_activity_time = 0.0
         self.not_submitted = len(self.jobs)
+        self.active: set[int] = set()
+        """The jobs submitted and not finished (pending, admitted or running), by index: what
+        a pass observes, kept so that it need not scan every job of the trace."""
         self.unfinished = len(self.jobs)
         self.running = 0
         self.boost_step = (
@@ -340,7 +343,7 @@ class Replay:
         """One node's worth more on-demand GPUs while pending work exceeds the threshold's
         share of the pool, one less after two quiet intervals."""
         assert self.kueue is not None
-        pending = sum(w.gpus for w in self.kueue.pending())
+        pending = self.kueue.pending_gpus()
         demands = pool_demands(self.policy_set)
         wanted = {}
         for pool, demand in demands.items():
@@ -397,11 +400,13 @@ class Replay:
         deadline = job.spec.deadline
         return None if deadline is None else f"d{int(deadline // DEADLINE_BIN)}"
 
-    def _workload_views(self) -> list[WorkloadView]:
+    def _active_jobs(self) -> list[_Job]:
+        """The jobs a pass observes, in trace order."""
+        return [self.jobs[i] for i in sorted(self.active)]
+
+    def _workload_views(self, active: Sequence[_Job] | None = None) -> list[WorkloadView]:
         views = []
-        for job in self.jobs:
-            if job.state not in ("pending", "admitted", "running"):
-                continue
+        for job in self._active_jobs() if active is None else active:
             spec = job.spec
             admitted = job.admitted_at is not None
             views.append(
@@ -428,10 +433,11 @@ class Replay:
 
     def _decision_view(self) -> tuple[PolicySet, list[WorkloadView]]:
         """The policy with each project's deadline bins as its deadlines, and the Workloads."""
-        views = self._workload_views()
+        active = self._active_jobs()
+        views = self._workload_views(active)
         groups: dict[str, dict[str, float]] = {}
-        for job in self.jobs:
-            if job.state in ("pending", "admitted", "running") and job.spec.deadline is not None:
+        for job in active:
+            if job.spec.deadline is not None:
                 label = self._label(job)
                 assert label is not None
                 bins = groups.setdefault(job.spec.project, {})
@@ -485,6 +491,7 @@ class Replay:
         assert self.kueue is not None
         job = self.jobs[index]
         self.not_submitted -= 1
+        self.active.add(index)
         self._touch()
         job.state, job.since = "pending", self.now
         self.kueue.submit(
@@ -560,6 +567,7 @@ class Replay:
         job.state, job.finish = "done", self.now
         self.running -= 1
         self.unfinished -= 1
+        self.active.discard(index)
         self._touch()
         self.karpenter.release(index, now=self.now)
         self.kueue.finish(index)
@@ -576,7 +584,7 @@ class Replay:
         for index in self.karpenter.place(now=self.now):
             self._start(index)
         for pool in self.pools:
-            provisioned = sum(n.gpus for n in self.karpenter.nodes.values() if n.pool == pool)
+            provisioned = self.karpenter.provisioned_in_pool(pool)
             self.peak[pool] = max(self.peak[pool], provisioned)
         self._bill()
 
@@ -641,7 +649,7 @@ class Replay:
                 gpus_in_use=in_use,
                 gpus_provisioned=provisioned,
                 on_demand_target=float(sum(applied.values())),
-                pending_jobs=len(self.kueue.pending()) if self.kueue is not None else 0,
+                pending_jobs=self.kueue.pending_count() if self.kueue is not None else 0,
                 by_flavor={flavor: FlavorGpus(*tally) for flavor, tally in flavors.items()},
                 on_demand_target_by_pool={pool: float(v) for pool, v in applied.items()},
             )

@@ -34,6 +34,7 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -168,6 +169,25 @@ class Karpenter:
         """Nodes removed, with when: for cost, read and cleared by the replay."""
         self.interrupted: list[Node] = []
         """Spot nodes reclaimed since the replay last looked (what NodeClaims would show)."""
+        # Indexes kept in step with `nodes`, so a settle reads them instead of scanning every
+        # node: the Ready and the launching nodes of each (pool, capacity type), its Ready
+        # nodes by free GPUs and those running placeholders, the GPUs each provisions, and a
+        # count of the changes that could let a pod bind on its Ready nodes.
+        self._ready: dict[tuple[str, str], dict[int, Node]] = {}
+        self._launching: dict[tuple[str, str], dict[int, Node]] = {}
+        """Nodes launched and not Ready yet, in launch order."""
+        self._by_free: dict[tuple[str, str], dict[int, list[int]]] = {}
+        """Free GPUs -> a heap of the ids of Ready nodes with that many free. An entry goes
+        stale when its node's free GPUs change (the node is pushed again under the new
+        count) and is dropped when met at the top."""
+        self._with_placeholders: dict[tuple[str, str], set[int]] = {}
+        self._provisioned: dict[tuple[str, str], int] = {}
+        self._placeholders: dict[str, int] = {}
+        """Pool -> the placeholders running on its nodes."""
+        self._version: dict[tuple[str, str], int] = {}
+        self._unbindable: dict[tuple[str, str], tuple[int, int]] = {}
+        """(pool, capacity type) -> (its version, the narrowest pod found to bind nowhere on
+        its Ready nodes at that version): a pod no narrower binds nowhere either."""
 
     # ------------------------------------------------------------------ configuration
     def configure(self, nodepools: Sequence[NodePoolSpec]) -> None:
@@ -179,14 +199,14 @@ class Karpenter:
 
     # ------------------------------------------------------------------ queries
     def provisioned(self, pool: str, capacity_type: str) -> int:
-        return sum(
-            n.gpus
-            for n in self.nodes.values()
-            if n.pool == pool and n.capacity_type == capacity_type
-        )
+        """GPUs of the nodes launched and not yet removed."""
+        return self._provisioned.get((pool, capacity_type), 0)
+
+    def provisioned_in_pool(self, pool: str) -> int:
+        return sum(gpus for (name, _), gpus in self._provisioned.items() if name == pool)
 
     def placeholders_running(self, pool: str) -> int:
-        return sum(n.placeholders for n in self.nodes.values() if n.pool == pool)
+        return self._placeholders.get(pool, 0)
 
     # ------------------------------------------------------------------ workloads
     def admit(self, key: int, pool: str, capacity_type: str, gpus: int) -> None:
@@ -203,7 +223,26 @@ class Karpenter:
                 continue
             node.free += gpus
             node.jobs.pop(key, None)
+            self._changed(node)
             self._maybe_idle(node, now)
+
+    def _add_placeholders(self, node: Node, count: int) -> None:
+        node.placeholders += count
+        self._placeholders[node.pool] = self._placeholders.get(node.pool, 0) + count
+
+    def _changed(self, node: Node) -> None:
+        """After a Ready node's free GPUs or placeholders changed, or it came or went: it is
+        indexed under its new room, and binds that failed on its flavor may not any more."""
+        flavor = (node.pool, node.capacity_type)
+        self._version[flavor] = self._version.get(flavor, 0) + 1
+        present = node.ready and node.id in self.nodes
+        if present:
+            heapq.heappush(self._by_free.setdefault(flavor, {}).setdefault(node.free, []), node.id)
+        with_placeholders = self._with_placeholders.setdefault(flavor, set())
+        if present and node.placeholders > 0:
+            with_placeholders.add(node.id)
+        else:
+            with_placeholders.discard(node.id)
 
     def _maybe_idle(self, node: Node, now: float) -> None:
         if node.ready and not node.jobs and not node.placeholders and node.idle_since is None:
@@ -224,16 +263,18 @@ class Karpenter:
         started: list[int] = []
         for key in list(self.waiting):
             pool, capacity_type, pods = self.waiting[key]
-            placement, left = self._bind(pool, capacity_type, pods)
-            bound = self.placed.setdefault(key, {})
-            for node_id, (gpus, evicted) in placement.items():
-                node = self.nodes[node_id]
-                node.placeholders -= evicted
-                node.free += evicted * node.gpus
-                node.free -= gpus
-                node.jobs[key] = node.jobs.get(key, 0) + gpus
-                node.idle_since = None
-                bound[node_id] = bound.get(node_id, 0) + gpus
+            flavor = (pool, capacity_type)
+            version = self._version.get(flavor, 0)
+            narrowest = min(pods)
+            known = self._unbindable.get(flavor)
+            if known is not None and known[0] == version and narrowest >= known[1]:
+                continue  # nothing on its Ready nodes changed since a narrower pod bound nowhere
+            left = self._bind(key, flavor, pods)
+            if len(left) == len(pods):
+                # No pod bound: its narrowest binds nowhere, and neither does any wider pod.
+                if known is not None and known[0] == version:
+                    narrowest = min(narrowest, known[1])
+                self._unbindable[flavor] = (version, narrowest)
             if left:
                 self.waiting[key] = (pool, capacity_type, left)
             else:
@@ -244,50 +285,68 @@ class Karpenter:
         return started
 
     def _ready_nodes(self, pool: str, capacity_type: str | None) -> list[Node]:
-        return sorted(
-            (
-                n
-                for n in self.nodes.values()
-                if n.ready
-                and n.pool == pool
-                and (capacity_type is None or n.capacity_type == capacity_type)
-            ),
-            key=lambda n: n.id,
-        )
+        """The pool's Ready nodes (of one capacity type, or of all), oldest first."""
+        if capacity_type is not None:
+            ready = self._ready.get((pool, capacity_type), {})
+            return [ready[i] for i in sorted(ready)]
+        found = {
+            i: n
+            for (name, _), nodes in self._ready.items()
+            if name == pool
+            for i, n in nodes.items()
+        }
+        return [found[i] for i in sorted(found)]
 
-    def _bind(
-        self, pool: str, capacity_type: str, pods: Sequence[int]
-    ) -> tuple[dict[int, tuple[int, int]], list[int]]:
-        """Where the pods go on Ready nodes (node id -> (GPUs, placeholders evicted)), best fit,
-        and the pods that found no room."""
-        nodes = self._ready_nodes(pool, capacity_type)
-        free = {n.id: n.free for n in nodes}
-        evictable = {n.id: n.placeholders for n in nodes}
-        size = {n.id: n.gpus for n in nodes}
-        taken: dict[int, list[int]] = {}
+    def _bind(self, key: int, flavor: tuple[str, str], pods: Sequence[int]) -> list[int]:
+        """Binds the workload's pods, largest first, each where `_find` puts it (preempting
+        placeholders if need be); the pods that found no room."""
+        taken: dict[int, int] = {}
         left: list[int] = []
         for pod in pods:
-            target = min(
-                (n for n in free if free[n] >= pod), key=lambda n: (free[n], n), default=None
-            )
-            if target is None:
-                # Preempt the fewest placeholders on the first node where that makes room.
-                for node_id, room in free.items():
-                    for count in range(1, evictable[node_id] + 1):
-                        if room + count * size[node_id] >= pod:
-                            free[node_id] += count * size[node_id]
-                            evictable[node_id] -= count
-                            taken.setdefault(node_id, [0, 0])[1] += count
-                            target = node_id
-                            break
-                    if target is not None:
-                        break
-            if target is None:
+            found = self._find(flavor, pod)
+            if found is None:
                 left.append(pod)
                 continue
-            free[target] -= pod
-            taken.setdefault(target, [0, 0])[0] += pod
-        return {n: (g, e) for n, (g, e) in taken.items()}, left
+            node_id, evicted = found
+            node = self.nodes[node_id]
+            if evicted:
+                self._add_placeholders(node, -evicted)
+                node.free += evicted * node.gpus
+            node.free -= pod
+            self._changed(node)
+            taken[node_id] = taken.get(node_id, 0) + pod
+        bound = self.placed.setdefault(key, {})
+        for node_id, gpus in taken.items():
+            node = self.nodes[node_id]
+            node.jobs[key] = node.jobs.get(key, 0) + gpus
+            node.idle_since = None
+            bound[node_id] = bound.get(node_id, 0) + gpus
+        return left
+
+    def _find(self, flavor: tuple[str, str], pod: int) -> tuple[int, int] | None:
+        """Where one pod binds among the flavor's Ready nodes, as (node id, placeholders to
+        preempt there), or None: best fit (the least free room that takes it, the oldest node
+        of those); failing that, the fewest placeholders on the oldest node where preempting
+        them makes room."""
+        ready = self._ready.get(flavor)
+        if not ready:
+            return None
+        buckets = self._by_free.get(flavor, {})
+        for room in sorted(buckets):
+            if room < pod:
+                continue
+            heap = buckets[room]
+            while heap:
+                node = ready.get(heap[0])
+                if node is not None and node.free == room:
+                    return node.id, 0
+                heapq.heappop(heap)
+        for node_id in sorted(self._with_placeholders.get(flavor, ())):
+            node = ready[node_id]
+            for count in range(1, node.placeholders + 1):
+                if node.free + count * node.gpus >= pod:
+                    return node_id, count
+        return None
 
     def _place_placeholders(self, now: float) -> None:
         for pool_name, wanted in self.placeholders_wanted.items():
@@ -296,19 +355,21 @@ class Karpenter:
             if excess > 0:
                 for node in sorted(self._all_nodes(pool_name), key=lambda n: -n.id):
                     while excess > 0 and node.placeholders > 0:
-                        node.placeholders -= 1
+                        self._add_placeholders(node, -1)
                         node.free += node.gpus
                         excess -= 1
+                        self._changed(node)
                     self._maybe_idle(node, now)
                 continue
             for node in self._ready_nodes(pool_name, None):
                 if running >= wanted:
                     break
                 if node.free == node.gpus and not node.jobs and not node.placeholders:
-                    node.placeholders = 1
+                    self._add_placeholders(node, 1)
                     node.free = 0
                     node.idle_since = None
                     running += 1
+                    self._changed(node)
 
     def _all_nodes(self, pool: str) -> list[Node]:
         return [n for n in self.nodes.values() if n.pool == pool]
@@ -331,7 +392,7 @@ class Karpenter:
             if missing <= 0:
                 continue
             per_node = self.pools[pool_name].gpus_per_node
-            coming = sum(1 for n in self._all_nodes(pool_name) if not n.ready)
+            coming = sum(len(n) for (name, _), n in self._launching.items() if name == pool_name)
             needed = math.ceil(
                 sum(sum(p) for k, p in demand.items() if k[0] == pool_name) / per_node
             )
@@ -347,9 +408,7 @@ class Karpenter:
     def _launch_for(self, key: tuple[str, str], pods: list[int], now: float) -> None:
         """Bin-packs pods onto nodes on their way, then onto as many new nodes as needed."""
         per_node = self.pools[key[0]].gpus_per_node
-        bins = [
-            n.gpus for n in self.nodes.values() if not n.ready and (n.pool, n.capacity_type) == key
-        ]
+        bins = [n.gpus for n in self._launching.get(key, {}).values()]
         new = 0
         for pod in pods:
             for i, room in enumerate(bins):
@@ -386,6 +445,8 @@ class Karpenter:
             node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
             self._next_id += 1
             self.nodes[node.id] = node
+            self._launching.setdefault(key, {})[node.id] = node
+            self._provisioned[key] = self._provisioned.get(key, 0) + node.gpus
             self.push(now + pool.provisioning_latency_seconds, "ready", node.id)
             launched += 1
         return launched
@@ -431,6 +492,9 @@ class Karpenter:
         if node is None:
             return
         node.ready, node.free = True, node.gpus
+        del self._launching[(node.pool, node.capacity_type)][node.id]
+        self._ready.setdefault((node.pool, node.capacity_type), {})[node.id] = node
+        self._changed(node)
         self._maybe_idle(node, now)
         if node.capacity_type == SPOT:
             rate = self.pools[node.pool].spot_interruptions_per_hour
@@ -460,6 +524,15 @@ class Karpenter:
 
     def _remove(self, node: Node, now: float) -> None:
         del self.nodes[node.id]
+        flavor = (node.pool, node.capacity_type)
+        self._provisioned[flavor] -= node.gpus
+        if node.placeholders:
+            self._placeholders[node.pool] -= node.placeholders
+        if node.ready:
+            del self._ready[flavor][node.id]
+        else:
+            del self._launching[flavor][node.id]
+        self._changed(node)
         self.removed.append(Removal(node, now))
 
     def remove_all(self, *, now: float) -> None:

@@ -72,10 +72,21 @@ class CohortSpec:
     quotas: Mapping[str, FlavorQuota]
 
 
+class _Clock:
+    """Counts the changes of usage and quota in one quota tree: a node's `available` computed
+    at one count holds until the next (a scheduling cycle asks it of every head, and of the
+    same ancestors for each)."""
+
+    def __init__(self) -> None:
+        self.changes = 0
+
+
 class _Node:
     """A ClusterQueue or a Cohort: Kueue's resourceNode, for one resource (GPUs)."""
 
-    def __init__(self, name: str, quotas: Mapping[str, FlavorQuota], *, queue: bool) -> None:
+    def __init__(
+        self, name: str, quotas: Mapping[str, FlavorQuota], *, queue: bool, clock: _Clock
+    ) -> None:
         self.name = name
         self.queue = queue
         self.quotas = dict(quotas)
@@ -83,6 +94,9 @@ class _Node:
         self.children: list[_Node] = []
         self.subtree: dict[str, int] = {}
         self.usage: dict[str, int] = {}
+        self.clock = clock
+        self._available: dict[str, tuple[int, int]] = {}
+        """flavor -> (the clock's count, `available` at that count)."""
 
     def guaranteed(self, flavor: str) -> int:
         quota = self.quotas.get(flavor)
@@ -94,25 +108,40 @@ class _Node:
         return max(0, self.guaranteed(flavor) - self.usage.get(flavor, 0))
 
     def available(self, flavor: str) -> int:
-        """What this node can still take of `flavor`, borrowing included (Kueue's `available`)."""
+        """What this node can still take of `flavor`, borrowing included (Kueue's `available`):
+        its local headroom plus what its parent can give, capped by its borrowing limit."""
+        changes = self.clock.changes
+        cached = self._available.get(flavor)
+        if cached is not None and cached[0] == changes:
+            return cached[1]
+        subtree = self.subtree.get(flavor, 0)
+        usage = self.usage.get(flavor, 0)
         if self.parent is None:
-            return self.subtree.get(flavor, 0) - self.usage.get(flavor, 0)
-        from_parent = self.parent.available(flavor)
-        quota = self.quotas.get(flavor)
-        if quota is not None and quota.borrowing_limit is not None:
-            guaranteed = self.guaranteed(flavor)
-            stored = self.subtree.get(flavor, 0) - guaranteed
-            used = max(0, self.usage.get(flavor, 0) - guaranteed)
-            from_parent = min(stored - used + quota.borrowing_limit, from_parent)
-        return self.local_available(flavor) + from_parent
+            result = subtree - usage
+        else:
+            from_parent = self.parent.available(flavor)
+            quota = self.quotas.get(flavor)
+            if quota is None or quota.lending_limit is None:
+                guaranteed = 0
+            else:
+                guaranteed = max(0, subtree - quota.lending_limit)
+            if quota is not None and quota.borrowing_limit is not None:
+                stored = subtree - guaranteed
+                used = max(0, usage - guaranteed)
+                from_parent = min(stored - used + quota.borrowing_limit, from_parent)
+            result = max(0, guaranteed - usage) + from_parent
+        self._available[flavor] = (changes, result)
+        return result
 
     def add(self, flavor: str, gpus: int) -> None:
+        self.clock.changes += 1
         local = self.local_available(flavor)
         self.usage[flavor] = self.usage.get(flavor, 0) + gpus
         if self.parent is not None and gpus > local:
             self.parent.add(flavor, gpus - local)
 
     def remove(self, flavor: str, gpus: int) -> None:
+        self.clock.changes += 1
         stored = self.usage.get(flavor, 0) - self.guaranteed(flavor)
         self.usage[flavor] = self.usage.get(flavor, 0) - gpus
         if stored > 0 and self.parent is not None:
@@ -178,12 +207,15 @@ class Kueue:
         self._failed: dict[tuple[str, int], int] = {}
         self._failed_generation = -1
         self._cohorts: dict[str, _Node] = {}
+        self._clock = _Clock()
         self._configure(queues, cohorts)
 
     # ------------------------------------------------------------------ configuration
     def _configure(self, queues: Sequence[QueueSpec], cohorts: Sequence[CohortSpec]) -> None:
         old = self._queues
-        self._cohorts = {c.name: _Node(c.name, c.quotas, queue=False) for c in cohorts}
+        self._cohorts = {
+            c.name: _Node(c.name, c.quotas, queue=False, clock=self._clock) for c in cohorts
+        }
         for cohort in cohorts:
             if cohort.parent is not None:
                 parent = self._cohort(cohort.parent)
@@ -192,7 +224,7 @@ class Kueue:
                 parent.children.append(child)
         self._queues = {}
         for spec in queues:
-            node = _Node(spec.name, spec.quotas, queue=True)
+            node = _Node(spec.name, spec.quotas, queue=True, clock=self._clock)
             if spec.cohort is not None:
                 node.parent = self._cohort(spec.cohort)
                 node.parent.children.append(node)
@@ -214,7 +246,7 @@ class Kueue:
     def _cohort(self, name: str) -> _Node:
         """A cohort named but not defined exists implicitly, with no quota, as in Kueue."""
         if name not in self._cohorts:
-            self._cohorts[name] = _Node(name, {}, queue=False)
+            self._cohorts[name] = _Node(name, {}, queue=False, clock=self._clock)
         return self._cohorts[name]
 
     def reconfigure(self, queues: Sequence[QueueSpec], cohorts: Sequence[CohortSpec]) -> None:
@@ -234,6 +266,7 @@ class Kueue:
                 node.usage[workload.flavor] = node.usage.get(workload.flavor, 0) + workload.gpus
         for root in {id(r): r for r in map(_root, self._all_nodes())}.values():
             self._accumulate(root)
+        self._clock.changes += 1
 
     def _all_nodes(self) -> Iterable[_Node]:
         yield from self._cohorts.values()
@@ -294,6 +327,18 @@ class Kueue:
             keys = [e[2] for e in q.heap] + sorted(q.parked)
             out.extend(self.workloads[k] for k in keys)
         return out
+
+    def pending_count(self) -> int:
+        """len(pending()), without building the list."""
+        return sum(len(q.heap) + len(q.parked) for q in self._queues.values())
+
+    def pending_gpus(self) -> int:
+        """The GPUs of pending(), without building the list."""
+        workloads = self.workloads
+        return sum(
+            sum(workloads[e[2]].gpus for e in q.heap) + sum(workloads[k].gpus for k in q.parked)
+            for q in self._queues.values()
+        )
 
     def admitted(self, queue: str) -> list[Workload]:
         return [self.workloads[k] for k in sorted(self._queues[queue].admitted)]
@@ -510,23 +555,27 @@ class Kueue:
         """(key, needs the preemptor to end within quota) for each workload it may evict."""
         spec = queue.spec
         priority = workload.effective_priority
+        queued_at = workload.queued_at
+        workloads = self.workloads
         out: list[tuple[int, bool]] = []
 
         def allowed(policy: str, other: Workload) -> bool:
             if policy == ANY:
                 return True
+            other_priority = other.priority + other.boost  # its effective priority
             if policy == LOWER_PRIORITY:
-                return other.effective_priority < priority
+                return other_priority < priority
             if policy == LOWER_OR_NEWER_EQUAL:
-                return other.effective_priority < priority or (
-                    other.effective_priority == priority and other.queued_at > workload.queued_at
+                return other_priority < priority or (
+                    other_priority == priority and other.queued_at > queued_at
                 )
             return False
 
         if spec.within_cluster_queue != NEVER:
+            within = spec.within_cluster_queue
             for key in queue.admitted:
-                other = self.workloads[key]
-                if other.flavor == flavor and allowed(spec.within_cluster_queue, other):
+                other = workloads[key]
+                if other.flavor == flavor and allowed(within, other):
                     out.append((key, False))
         if spec.reclaim_within_cohort == NEVER or queue.node.parent is None:
             return out
@@ -536,15 +585,15 @@ class Kueue:
         remaining = max(0, workload.gpus - queue.node.local_available(flavor))
         previous: _Node = queue.node
         ancestor: _Node | None = queue.node.parent
+        reclaim = spec.reclaim_within_cohort
+        may_borrow = spec.borrow_within_cohort != NEVER
         while ancestor is not None:
             for other_queue in self._borrowing_queues(ancestor, flavor, skip=previous):
                 for key in other_queue.admitted:
-                    other = self.workloads[key]
-                    if other.flavor != flavor or not allowed(spec.reclaim_within_cohort, other):
+                    other = workloads[key]
+                    if other.flavor != flavor or not allowed(reclaim, other):
                         continue
-                    while_borrowing = spec.borrow_within_cohort != NEVER and (
-                        other.effective_priority < priority
-                    )
+                    while_borrowing = may_borrow and (other.priority + other.boost < priority)
                     out.append((key, not (advantage or while_borrowing)))
             fits_here = ancestor.usage.get(flavor, 0) + remaining <= ancestor.subtree.get(flavor, 0)
             advantage = advantage or fits_here

@@ -464,14 +464,18 @@ def test_every_job_of_a_static_baseline_can_run() -> None:
 # --------------------------------------------------------------------------- whole runs
 
 
-def random_scenario(seed: int = 7, count: int = 150) -> tuple[PolicySet, list[SimJob]]:
+def random_scenario(
+    seed: int = 7, count: int = 150, *, warm_pool: Doc | None = None
+) -> tuple[PolicySet, list[SimJob]]:
     """Three tiers (one preempting Any), a project forbidding spot, one outside the cohort,
-    interruptions, failed spot launches and jobs of every width: most of the engine at once."""
+    interruptions, failed spot launches and jobs of every width: most of the engine at once.
+    `warm_pool`, the pool's warmPool, adds placeholders (the policy run keeps them)."""
     tiers = [
         {"name": "production", "priority": 1000, "preemption": "LowerPriority"},
         {"name": "research", "priority": 100, "preemption": "Any"},
         {"name": "batch", "priority": 10, "preemption": "Never"},
     ]
+    warm: Doc = {"warmPool": warm_pool} if warm_pool else {}
     docs: list[Doc] = [
         policy_doc(
             tiers=tiers,
@@ -482,6 +486,7 @@ def random_scenario(seed: int = 7, count: int = 150) -> tuple[PolicySet, list[Si
                     provisioningLatencySeconds=120,
                     spotInterruptionsPerHour=2,
                     spotAvailability=0.7,
+                    **warm,
                 )
             ],
         ),
