@@ -27,7 +27,7 @@ from controller.api.types import Deadline, TrainingProject
 from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.pools import PoolStats
-from controller.risk.wait import WaitEstimate, estimate_wait
+from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
 PRIOR_RUNTIME_SECONDS = 3600.0
@@ -435,7 +435,8 @@ class RiskModel:
 
     def waits(self) -> dict[str, WaitEstimate]:
         """Predicted wait of the next workload in each project's ClusterQueue."""
-        out = {}
+        out: dict[str, WaitEstimate] = {}
+        asked: list[tuple[str, Capacity, WaitProblem]] = []
         for project in self.snapshot.policy_set.projects:
             capacity = project_capacity(self.snapshot, project)
             kept = self._carried_waits.get(project.name)
@@ -451,15 +452,16 @@ class RiskModel:
                 # A pod set is indivisible and runs once a flavor has room for it: 8 spot GPUs
                 # at 90 % availability drain like 7.2, but still start an 8-GPU job.
                 usable = max(usable, float(new_gpus))
-            out[project.name] = estimate_wait(
-                jobs,
-                capacity_gpus=usable,
-                new_gpus=new_gpus,
-                samples=min(self.snapshot.samples, 100),
-                seed=self.snapshot.seed,
-            )
-            self._carried_waits[project.name] = (capacity, out[project.name], self.snapshot.now)
-        return out
+            asked.append((project.name, capacity, WaitProblem(jobs, usable, new_gpus)))
+        found = estimate_waits(
+            [problem for _, _, problem in asked],
+            samples=min(self.snapshot.samples, 100),
+            seed=self.snapshot.seed,
+        )
+        for (name, capacity, _), wait in zip(asked, found, strict=True):
+            out[name] = wait
+            self._carried_waits[name] = (capacity, wait, self.snapshot.now)
+        return {project.name: out[project.name] for project in self.snapshot.policy_set.projects}
 
     def pending_slack(self) -> dict[tuple[str, str], float | None]:
         """(namespace, name) -> least slack of each pending workload of a project with

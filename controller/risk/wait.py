@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -21,6 +22,15 @@ class WaitEstimate:
     p90_seconds: float
 
 
+@dataclass(frozen=True)
+class WaitProblem:
+    """The next workload of one queue: `jobs` are its running and pending workloads."""
+
+    jobs: Sequence[Job]
+    capacity_gpus: float
+    new_gpus: int
+
+
 def estimate_wait(
     jobs: Sequence[Job],
     *,
@@ -30,6 +40,43 @@ def estimate_wait(
     seed: int = 0,
 ) -> WaitEstimate:
     """`jobs` are the queue's running and pending workloads; `new_gpus` the next one's size."""
+    return estimate_waits([WaitProblem(jobs, capacity_gpus, new_gpus)], samples=samples, seed=seed)[
+        0
+    ]
+
+
+def estimate_waits(
+    problems: Sequence[WaitProblem], *, samples: int = 500, seed: int = 0
+) -> list[WaitEstimate]:
+    """Waits of many queues: each sampled alone, their quantiles taken in one call."""
+    out: list[WaitEstimate | None] = []
+    sampled: list[tuple[int, np.ndarray]] = []
+    for problem in problems:
+        found = _wait_samples(problem, samples=samples, seed=seed)
+        if isinstance(found, WaitEstimate):
+            out.append(found)
+        else:
+            sampled.append((len(out), found))
+            out.append(None)
+    if sampled:
+        stacked = np.minimum(np.stack([waits for _, waits in sampled]), HORIZON_SECONDS)
+        p50, p90 = np.quantile(stacked, [0.5, 0.9], axis=1)
+        for row, (i, _) in enumerate(sampled):
+            out[i] = WaitEstimate(float(p50[row]), float(p90[row]))
+    return [e for e in out if e is not None]
+
+
+@lru_cache(maxsize=1024)
+def _normal_draws(seed: int, samples: int, width: int) -> np.ndarray:
+    """What a fresh generator of `seed` draws first: alike for every queue of `width` jobs."""
+    draws = np.random.default_rng(seed).standard_normal((samples, width))
+    draws.flags.writeable = False
+    return draws
+
+
+def _wait_samples(problem: WaitProblem, *, samples: int, seed: int) -> WaitEstimate | np.ndarray:
+    """The sampled waits, or the answer when it needs no sampling."""
+    jobs, capacity_gpus, new_gpus = problem.jobs, problem.capacity_gpus, problem.new_gpus
     running_gpus = sum(j.gpus for j in jobs if j.running)
     pending = [j for j in jobs if not j.running]
     if not pending and running_gpus + new_gpus <= capacity_gpus:
@@ -38,27 +85,25 @@ def estimate_wait(
         # It cannot start under this capacity: reported as the model's horizon, so no metric,
         # status field or alert ever reads +Inf.
         return WaitEstimate(HORIZON_SECONDS, HORIZON_SECONDS)
-    rng = np.random.default_rng(seed)
 
     def sample(chosen: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
         gpus = np.array([j.gpus for j in chosen], dtype=np.float64)
         mean = np.array([max(j.mean_seconds, 1.0) for j in chosen])
         sigma = np.array([max(j.sigma, 0.0) for j in chosen])
-        z = rng.standard_normal((samples, len(chosen)))
+        z = _normal_draws(seed, samples, len(chosen))
         return gpus, np.exp(np.log(mean) - sigma**2 / 2 + sigma * z)
 
     if pending:
         # Behind the pending work: everything ahead drains through the queue's capacity.
         gpus, durations = sample(jobs)
-        waits = (durations * gpus).sum(axis=1) / capacity_gpus
-    else:
-        # Nothing pending: wait until enough running workloads finish to free the GPUs needed.
-        running = [j for j in jobs if j.running]
-        needed = new_gpus - (capacity_gpus - running_gpus)
-        gpus, durations = sample(running)
-        order = np.argsort(durations, axis=1)
-        freed = np.cumsum(gpus[order], axis=1)
-        first = np.argmax(freed >= needed, axis=1)
-        waits = np.take_along_axis(durations, order, axis=1)[np.arange(samples), first]
-    p50, p90 = np.quantile(np.minimum(waits, HORIZON_SECONDS), [0.5, 0.9])
-    return WaitEstimate(float(p50), float(p90))
+        waits: np.ndarray = (durations * gpus).sum(axis=1) / capacity_gpus
+        return waits
+    # Nothing pending: wait until enough running workloads finish to free the GPUs needed.
+    running = [j for j in jobs if j.running]
+    needed = new_gpus - (capacity_gpus - running_gpus)
+    gpus, durations = sample(running)
+    order = np.argsort(durations, axis=1)
+    freed = np.cumsum(gpus[order], axis=1)
+    first = np.argmax(freed >= needed, axis=1)
+    picked: np.ndarray = np.take_along_axis(durations, order, axis=1)[np.arange(samples), first]
+    return picked

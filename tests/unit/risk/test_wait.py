@@ -6,10 +6,17 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from controller.risk.deadline import HORIZON_SECONDS, Job
-from controller.risk.wait import estimate_wait
+from controller.risk.wait import (
+    WaitEstimate,
+    WaitProblem,
+    _wait_samples,
+    estimate_wait,
+    estimate_waits,
+)
 
 HOUR = 3600.0
 INF = float("inf")
@@ -134,3 +141,34 @@ def test_the_median_wait_behind_pending_work_is_near_the_work_over_the_capacity(
     jobs = [running(4, 1, sigma=0.2), pending(8, 2, sigma=0.2)]
     got = estimate_wait(jobs, capacity_gpus=8, new_gpus=4, samples=5000)
     assert got.p50_seconds == pytest.approx(2.5 * HOUR, rel=0.05)
+
+
+def test_many_waits_at_once_equal_each_asked_alone() -> None:
+    """Queues of every kind in one batch (nothing pending, behind pending work, too wide,
+    no capacity): the quantiles taken together are each queue's own, to the bit."""
+    running = Job(gpus=4, mean_seconds=3600.0, sigma=0.5, running=True)
+    pending = Job(gpus=8, mean_seconds=7200.0, sigma=0.8, running=False)
+    problems = [
+        WaitProblem([running], capacity_gpus=16, new_gpus=4),
+        WaitProblem([running, running], capacity_gpus=8, new_gpus=4),
+        WaitProblem([running, pending, pending], capacity_gpus=16, new_gpus=8),
+        WaitProblem([pending] * 5, capacity_gpus=7.2, new_gpus=4),
+        WaitProblem([pending], capacity_gpus=4, new_gpus=8),
+        WaitProblem([pending], capacity_gpus=0, new_gpus=1),
+    ]
+    together = estimate_waits(problems, samples=100, seed=5)
+    alone = [
+        estimate_wait(
+            p.jobs, capacity_gpus=p.capacity_gpus, new_gpus=p.new_gpus, samples=100, seed=5
+        )
+        for p in problems
+    ]
+    assert together == alone
+    for problem, wait in zip(problems[1:4], together[1:4], strict=True):
+        waits = _wait_samples(problem, samples=100, seed=5)
+        assert isinstance(waits, np.ndarray)
+        p50, p90 = np.quantile(np.minimum(waits, HORIZON_SECONDS), [0.5, 0.9])  # one queue
+        assert (wait.p50_seconds, wait.p90_seconds) == (float(p50), float(p90))
+    assert together[0] == WaitEstimate(0.0, 0.0)
+    assert together[4] == WaitEstimate(HORIZON_SECONDS, HORIZON_SECONDS)
+    assert 0 < together[1].p50_seconds < together[1].p90_seconds
