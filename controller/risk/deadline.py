@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -188,34 +188,44 @@ class _Batch:
 
 
 def _pack(problems: Sequence[Problem], width: int) -> _Batch:
-    """Problems of `width` jobs each; with none, one padding row (valid=False)."""
-    if width == 0:
-        shape = (len(problems), 1)
-        return _Batch(
-            gpus=np.zeros(shape),
-            mean=np.ones(shape),
-            sigma=np.zeros(shape),
-            running=np.zeros(shape, dtype=bool),
-            checkpoint=np.zeros(shape),
-            counts=np.zeros(shape, dtype=bool),
-            valid=np.zeros(shape, dtype=bool),
-        )
-    jobs = [p.jobs for p in problems]
-
-    def column(read: Callable[[Job], float]) -> FloatArray:
-        return np.array([[read(job) for job in row] for row in jobs], dtype=np.float64)
-
-    def flag(read: Callable[[Job], bool]) -> npt.NDArray[np.bool_]:
-        return np.array([[read(job) for job in row] for row in jobs], dtype=bool)
-
+    """Problems padded to `width` jobs: padding (and a problem with no jobs) is valid=False."""
+    # The decision search asks about the same jobs at several capacities: each distinct
+    # tuple of jobs is read once, and its rows repeated by index.
+    index: dict[int, int] = {}
+    distinct: list[tuple[Job, ...]] = []
+    for problem in problems:
+        if id(problem.jobs) not in index:
+            index[id(problem.jobs)] = len(distinct)
+            distinct.append(tuple(problem.jobs))
+    padding = (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    rows = np.array([index[id(p.jobs)] for p in problems])
+    fields = np.array(
+        [
+            [
+                (
+                    job.gpus,
+                    max(job.mean_seconds, 1.0),
+                    max(job.sigma, 0.0),
+                    job.running,
+                    max(job.checkpoint_seconds, 0.0),
+                    job.counts,
+                    1.0,
+                )
+                for job in jobs
+            ]
+            + [padding] * (width - len(jobs))
+            for jobs in distinct
+        ],
+        dtype=np.float64,
+    )[rows]
     return _Batch(
-        gpus=column(lambda j: j.gpus),
-        mean=column(lambda j: max(j.mean_seconds, 1.0)),
-        sigma=column(lambda j: max(j.sigma, 0.0)),
-        running=flag(lambda j: j.running),
-        checkpoint=column(lambda j: max(j.checkpoint_seconds, 0.0)),
-        counts=flag(lambda j: j.counts),
-        valid=np.ones((len(problems), width), dtype=bool),
+        gpus=fields[:, :, 0],
+        mean=fields[:, :, 1],
+        sigma=fields[:, :, 2],
+        running=fields[:, :, 3] != 0,
+        checkpoint=fields[:, :, 4],
+        counts=fields[:, :, 5] != 0,
+        valid=fields[:, :, 6] != 0,
     )
 
 
@@ -260,30 +270,31 @@ def estimate_many(
 ) -> list[Estimate]:
     """Estimates for many deadlines at once, with common random numbers per seed.
 
-    Problems are sampled in groups of equal job count: none is padded to the widest, and a
-    group shares one set of job draws instead of a copy per problem. A problem's estimate
-    does not depend on the others in its batch, so the grouping changes no answer.
+    Problems are sampled in groups of similar job count (up to twice the fewest, padded to
+    the widest of the group): a group of one width shares one set of job draws instead of a
+    copy per problem, and a replay's many small batches are not split into one per width.
+    A problem's estimate does not depend on the others in its batch or on the padding (each
+    takes the draws of its own job count), so the grouping changes no answer.
     """
     groups: dict[int, list[int]] = {}
     for i, problem in enumerate(problems):
-        groups.setdefault(len(problem.jobs), []).append(i)
+        groups.setdefault(len(problem.jobs).bit_length(), []).append(i)
     out: list[Estimate | None] = [None] * len(problems)
-    for width, members in groups.items():
-        found = _estimate_batch(
-            [problems[i] for i in members], width, now=now, samples=samples, seed=seed
-        )
+    for members in groups.values():
+        found = _estimate_batch([problems[i] for i in members], now=now, samples=samples, seed=seed)
         for i, estimate in zip(members, found, strict=True):
             out[i] = estimate
     return [e for e in out if e is not None]
 
 
 def _estimate_batch(
-    problems: Sequence[Problem], width: int, *, now: float, samples: int, seed: int
+    problems: Sequence[Problem], *, now: float, samples: int, seed: int
 ) -> list[Estimate]:
-    """`estimate_many` for problems of `width` jobs each."""
+    """`estimate_many` for one group, padded to its widest problem."""
+    counts = [len(p.jobs) for p in problems]
+    width = max(1, *counts)
     jobs = _pack(problems, width)
     batch = len(problems)
-    width = max(width, 1)
 
     def per_problem(attr: str) -> FloatArray:
         return np.array([float(getattr(p.capacity, attr)) for p in problems])
@@ -298,9 +309,17 @@ def _estimate_batch(
     # Each problem draws from its own generator seeded alike, so its samples do not depend on
     # which other problems share the batch: the risk reported for a deadline and the risk the
     # decision search sees for it alone come from the same samples.
-    normal, uniform = _job_draws(seed, samples, width)
-    z = normal[None, :, :]
-    v = np.broadcast_to(uniform, (batch, samples, width))
+    z: FloatArray
+    v: FloatArray
+    if all(n == width for n in counts):
+        normal, uniform = _job_draws(seed, samples, width)
+        z = normal[None, :, :]
+        v = np.broadcast_to(uniform, (batch, samples, width))
+    else:
+        z = np.zeros((batch, samples, width), dtype=np.float32)
+        v = np.zeros((batch, samples, width), dtype=np.float32)
+        for b, n in enumerate(counts):
+            z[b, :, :n], v[b, :, :n] = _job_draws(seed, samples, n)
     delivered = np.zeros((batch, samples))
     availability = np.clip(per_problem("spot_availability"), 0.0, 1.0)
     concentration = np.maximum(per_problem("spot_availability_concentration"), 1e-6)
