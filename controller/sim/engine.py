@@ -76,6 +76,10 @@ STALL_SECONDS = 86400.0
 
 Flavor = tuple[str, str]
 """(pool, capacity type)."""
+_Specs = tuple[
+    list[kueue_model.QueueSpec], list[kueue_model.CohortSpec], list[karpenter_model.NodePoolSpec]
+]
+"""What the Kueue and Karpenter models are configured with, read from a render."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,10 @@ class Replay:
         self.flavors: dict[str, Flavor] = {}
         self.states: dict[str, PoolState] = {}
         self.applied: dict[tuple[str, str], FlavorQuota] | None = None
+        self._demands = pool_demands(policy_set)
+        """What the policy asks of each pool: fixed for the replay, as the policy is."""
+        self._last_render: tuple[dict[str, PoolTarget], Rendered] | None = None
+        self._last_specs: tuple[Rendered, _Specs] | None = None
         self.on_demand_target: dict[str, int] = {}
         self._shifts: dict[str, Shift] = {}
         self._last_mix: tuple[int, ...] = ()
@@ -252,12 +260,13 @@ class Replay:
                     labels[names.LABEL_POOL],
                     labels[names.CAPACITY_TYPE_LABEL],
                 )
-        queues, cohorts = kueue_model.specs_from_objects(rendered.objects, self.gpu_resources)
+        specs = self._specs_of(rendered)
+        queues, cohorts, nodepools = specs
         if self.kueue is None:
             self.kueue = kueue_model.Kueue(queues, cohorts)
         else:
             self.kueue.reconfigure(queues, cohorts)
-        self.karpenter.configure(karpenter_model.specs_from_objects(rendered.objects, self.pools))
+        self.karpenter.configure(nodepools)
         self.applied = dict(rendered.quotas)
         signature = tuple(m.on_demand_gpus for m in rendered.mix)
         if self._last_mix and signature != self._last_mix:
@@ -265,28 +274,66 @@ class Replay:
         self._last_mix = signature
         self.dirty = True
 
+    def _specs_of(self, rendered: Rendered) -> _Specs:
+        """The models' specs read from a render's objects; the last ones again for the same
+        render (the same object, as `_baseline_render` reuses it): the specs are a pure
+        function of the objects, which nothing changes once rendered, and the models copy
+        what they keep of them."""
+        last = self._last_specs
+        if last is not None and last[0] is rendered:
+            return last[1]
+        queues, cohorts = kueue_model.specs_from_objects(rendered.objects, self.gpu_resources)
+        specs = (queues, cohorts, karpenter_model.specs_from_objects(rendered.objects, self.pools))
+        self._last_specs = (rendered, specs)
+        return specs
+
     def _render_baseline(self, wanted: dict[str, int]) -> None:
-        """A baseline's on-demand GPUs, moved as far as the shift rule allows, rendered."""
-        demands = pool_demands(self.policy_set)
+        """A baseline's on-demand GPUs, moved as far as the shift rule allows, rendered.
+
+        What each side holds is counted from the admitted workloads' views only: `held_by_side`
+        counts a workload only while it runs (admitted, not finished), so the views of pending
+        ones add nothing to it (`tests/unit/sim/test_baseline_render.py` checks both agree).
+        """
         shifts = limit_shifts(
             wanted,
-            {p: d.total_gpus for p, d in demands.items()},
-            held_by_side(self.pools.values(), self._workload_views(), self._claims()),
+            {p: d.total_gpus for p, d in self._demands.items()},
+            held_by_side(self.pools.values(), self._admitted_views(), self._claims()),
         )
         self.on_demand_target = dict(wanted)
         self._shifts = shifts
         self._apply(
-            render(
-                self.policy_set,
-                targets={
+            self._baseline_render(
+                {
                     p: PoolTarget(
                         s.applied,
                         spot_gpus=s.spot,
                         nodepool_gpus={SPOT: s.spot_limit, ON_DEMAND: s.on_demand_limit},
                     )
                     for p, s in shifts.items()
-                },
+                }
             )
+        )
+
+    def _baseline_render(self, targets: dict[str, PoolTarget]) -> Rendered:
+        """`render(self.policy_set, targets=targets)`, the last one reused when its targets
+        are equal.
+
+        Safe because `render` is a pure function of the policy set and the targets (no clock,
+        no state): the policy set of a replay never changes, so equal targets give an equal
+        render. `Rendered` and its objects are only read by `_apply`, never changed.
+        """
+        last = self._last_render
+        if last is not None and last[0] == targets:
+            return last[1]
+        rendered = render(self.policy_set, targets=targets)
+        self._last_render = (targets, rendered)
+        return rendered
+
+    def _admitted_views(self) -> list[WorkloadView]:
+        """The views of the admitted (and not finished) workloads, in trace order."""
+        jobs = self.jobs
+        return self._workload_views(
+            [jobs[i] for i in sorted(self.active) if jobs[i].admitted_at is not None]
         )
 
     def _applied_on_demand(self) -> dict[str, int]:
@@ -300,7 +347,7 @@ class Replay:
 
     def _static_target(self, fraction: float) -> dict[str, int]:
         """A fixed fraction of each pool on-demand, in whole nodes."""
-        demands = pool_demands(self.policy_set)
+        demands = self._demands
         return {
             pool: round(demand.total_gpus * fraction / self.pools[pool].gpus_per_node)
             * self.pools[pool].gpus_per_node
@@ -344,7 +391,7 @@ class Replay:
         share of the pool, one less after two quiet intervals."""
         assert self.kueue is not None
         pending = self.kueue.pending_gpus()
-        demands = pool_demands(self.policy_set)
+        demands = self._demands
         wanted = {}
         for pool, demand in demands.items():
             step = self.pools[pool].gpus_per_node

@@ -190,6 +190,10 @@ class _Queue:
     admitted: set[int] = field(default_factory=set)
 
 
+_Fit = tuple[int, tuple[str, bool] | None]
+"""(the quota clock's count, a workload's first fit at that count)."""
+
+
 def _root(node: _Node) -> _Node:
     while node.parent is not None:
         node = node.parent
@@ -397,9 +401,12 @@ class Kueue:
         each that fits or can preempt its way in; a head that cannot is set aside.
         """
         admissions: list[Admission] = []
+        clock = self._clock
         while True:
-            heads: list[tuple[tuple[bool, int, float, int], Workload]] = []
+            heads: list[tuple[tuple[bool, int, float, int], Workload, _Fit]] = []
             for queue in self._queues.values():
+                if not queue.heap:
+                    continue
                 workload = self._pop_head(queue)
                 if workload is None:
                     continue
@@ -408,19 +415,20 @@ class Kueue:
                     (
                         (
                             fit[1] if fit else True,
-                            -workload.effective_priority,
+                            -(workload.priority + workload.boost),
                             workload.queued_at,
                             workload.key,
                         ),
                         workload,
+                        (clock.changes, fit),
                     )
                 )
             if not heads:
                 return admissions
             heads.sort(key=lambda h: h[0])
-            for _, workload in heads:
+            for _, workload, known in heads:
                 queue = self._queues[workload.queue]
-                admission = self._assign(queue, workload, now=now)
+                admission = self._assign(queue, workload, now=now, known=known)
                 if admission is None:
                     queue.parked.add(workload.key)
                 else:
@@ -447,13 +455,24 @@ class Kueue:
                 return flavor, queue.node.borrowing(flavor, workload.gpus)
         return None
 
-    def _assign(self, queue: _Queue, workload: Workload, *, now: float) -> Admission | None:
-        fit = self._first_fit(queue, workload)
+    def _assign(
+        self, queue: _Queue, workload: Workload, *, now: float, known: _Fit | None = None
+    ) -> Admission | None:
+        """Admits `workload` where it fits, or where preemption makes room; None if neither.
+
+        `known` is its first fit as computed at a count of the quota clock: while the clock
+        still shows that count no usage or quota has changed (every change counts), so the
+        fit is what `_first_fit` would compute again.
+        """
+        if known is not None and known[0] == self._clock.changes:
+            fit = known[1]
+        else:
+            fit = self._first_fit(queue, workload)
         victims: tuple[int, ...] = ()
         if fit is None:
             # Nothing changed since a workload of this queue and priority, no wider, failed:
             # this one cannot get in either (Kueue would find the same, only slower).
-            memo = (queue.spec.name, workload.effective_priority, workload.queued_at)
+            memo = (queue.spec.name, workload.priority + workload.boost, workload.queued_at)
             if self._failed_generation != self._generation:
                 self._failed.clear()
                 self._failed_generation = self._generation
@@ -491,17 +510,20 @@ class Kueue:
         candidates = self._candidates(queue, workload, flavor)
         if not candidates:
             return None
-        candidates.sort(
-            key=lambda c: (
-                self.workloads[c[0]].queue == queue.spec.name,
-                self.workloads[c[0]].effective_priority,
-                -(self.workloads[c[0]].admitted_at or 0.0),
-                c[0],
+        # Other queues first, lowest effective priority, most recently admitted, then by key:
+        # a total order, so the keys computed once give the order a key function would.
+        name = queue.spec.name
+        workloads = self.workloads
+        ordered = sorted(
+            (
+                (w.queue == name, w.priority + w.boost, -(w.admitted_at or 0.0), key, flag)
+                for key, flag in candidates
+                for w in (workloads[key],)
             )
         )
         removed: list[tuple[int, bool]] = []
         fits = False
-        for key, needs_no_borrowing in candidates:
+        for *_, key, needs_no_borrowing in ordered:
             victim = self.workloads[key]
             owner = self._queues[victim.queue].node
             if victim.queue != queue.spec.name and not owner.borrowing(flavor):
@@ -554,33 +576,25 @@ class Kueue:
     def _candidates(self, queue: _Queue, workload: Workload, flavor: str) -> list[tuple[int, bool]]:
         """(key, needs the preemptor to end within quota) for each workload it may evict."""
         spec = queue.spec
-        priority = workload.effective_priority
+        priority = workload.priority + workload.boost
         queued_at = workload.queued_at
-        workloads = self.workloads
         out: list[tuple[int, bool]] = []
-
-        def allowed(policy: str, other: Workload) -> bool:
-            if policy == ANY:
-                return True
-            other_priority = other.priority + other.boost  # its effective priority
-            if policy == LOWER_PRIORITY:
-                return other_priority < priority
-            if policy == LOWER_OR_NEWER_EQUAL:
-                return other_priority < priority or (
-                    other_priority == priority and other.queued_at > queued_at
-                )
-            return False
-
         if spec.within_cluster_queue != NEVER:
-            within = spec.within_cluster_queue
-            for key in queue.admitted:
-                other = workloads[key]
-                if other.flavor == flavor and allowed(within, other):
-                    out.append((key, False))
+            out.extend(
+                (key, False)
+                for key in self._allowed(
+                    queue.admitted,
+                    spec.within_cluster_queue,
+                    flavor=flavor,
+                    priority=priority,
+                    queued_at=queued_at,
+                )
+            )
         if spec.reclaim_within_cohort == NEVER or queue.node.parent is None:
             return out
         # Walking up: below the first ancestor where it fits within quota the preemptor has no
         # hierarchical advantage, and may reclaim only as its borrowing policy allows.
+        workloads = self.workloads
         advantage = not queue.node.borrowing(flavor, workload.gpus)
         remaining = max(0, workload.gpus - queue.node.local_available(flavor))
         previous: _Node = queue.node
@@ -589,10 +603,14 @@ class Kueue:
         may_borrow = spec.borrow_within_cohort != NEVER
         while ancestor is not None:
             for other_queue in self._borrowing_queues(ancestor, flavor, skip=previous):
-                for key in other_queue.admitted:
+                for key in self._allowed(
+                    other_queue.admitted,
+                    reclaim,
+                    flavor=flavor,
+                    priority=priority,
+                    queued_at=queued_at,
+                ):
                     other = workloads[key]
-                    if other.flavor != flavor or not allowed(reclaim, other):
-                        continue
                     while_borrowing = may_borrow and (other.priority + other.boost < priority)
                     out.append((key, not (advantage or while_borrowing)))
             fits_here = ancestor.usage.get(flavor, 0) + remaining <= ancestor.subtree.get(flavor, 0)
@@ -600,6 +618,32 @@ class Kueue:
             remaining = max(0, remaining - ancestor.local_available(flavor))
             previous, ancestor = ancestor, ancestor.parent
         return out
+
+    def _allowed(
+        self, keys: Iterable[int], policy: str, *, flavor: str, priority: int, queued_at: float
+    ) -> list[int]:
+        """The admitted workloads of `keys` (in their order) on `flavor` that `policy` lets a
+        preemptor of effective `priority`, queued at `queued_at`, evict."""
+        workloads = self.workloads
+        if policy == ANY:
+            return [k for k in keys if workloads[k].flavor == flavor]
+        if policy == LOWER_PRIORITY:
+            return [
+                k
+                for k in keys
+                if (w := workloads[k]).flavor == flavor and w.priority + w.boost < priority
+            ]
+        if policy == LOWER_OR_NEWER_EQUAL:
+            return [
+                k
+                for k in keys
+                if (w := workloads[k]).flavor == flavor
+                and (
+                    (p := w.priority + w.boost) < priority
+                    or (p == priority and w.queued_at > queued_at)
+                )
+            ]
+        return []
 
     def _borrowing_queues(self, cohort: _Node, flavor: str, *, skip: _Node) -> list[_Queue]:
         """Queues under `cohort`, outside `skip`, in subtrees above their nominal quota."""
