@@ -24,7 +24,6 @@ Everything is batched: many deadlines and samples are evaluated in one pass of a
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -153,11 +152,10 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
             limit[keep],
         )
         log_p = log_p[keep]
-    start = k + 1
-    for round_ in itertools.count():
-        if not todo.size:
-            break
-        block = POISSON_BLOCKS[min(round_, len(POISSON_BLOCKS) - 1)]
+    start, blocks = k + 1, 0
+    while todo.size:
+        block = POISSON_BLOCKS[min(blocks, len(POISSON_BLOCKS) - 1)]
+        blocks += 1
         ks = np.arange(start, start + block, dtype=np.float64)
         closed = ks * log_r[:, None] - r[:, None] - _log_factorials(start, block)
         # Summed in the walk's order, the CDF so far first: near 1 another order could
