@@ -117,3 +117,13 @@ def test_a_live_object_edited_by_someone_else_is_put_back() -> None:
 
     assert result.updated == 1
     assert store.writes[-1] == ("ClusterQueue", key[2])
+
+
+def test_a_pass_names_the_seconds_of_its_phases() -> None:
+    """The `reconciled` line says where a pass went: every phase, in the order it ran."""
+    store, reconciler, _ = world()
+    result = reconciler.reconcile(store.snapshot())
+    assert list(result.phases) == ["decide", "converge", "boosts", "statuses"]
+    assert all(seconds >= 0 for seconds in result.phases.values())
+    assert result.boosts_written == 4
+    assert result.writes >= result.boosts_written + result.status_writes
