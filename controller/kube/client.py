@@ -268,7 +268,12 @@ class KubeClient:
                     return response.response
             response.response.close()
             raise KubeError(f"{method} {path}: watches are closed: the client is shutting down")
-        data = response.read()  # type: ignore[no-untyped-call]
+        try:
+            # The body can still break off after the headers (the server restarting mid-answer):
+            # that is the same transient failure as a refused connection, and retried as one.
+            data = response.read()  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{method} {path}: connection broken: {exc}") from exc
         text = data.decode("utf-8", errors="replace") if data else ""
         try:
             decoded = json.loads(text) if text else {}
