@@ -5,9 +5,11 @@ run them (running first, then pending by priority and age), each with a log-norm
 share the capacity the project can count on: its on-demand GPUs plus the part of its spot GPUs
 the market delivers (a Beta-distributed fraction). Work on spot is interrupted at the pool's
 rate, per node, and each interruption costs half a checkpoint interval of lost work plus a
-node's provisioning latency. Pending work starts no earlier than that latency. The queue drains
-as a fluid: the k-th workload is done when the work of everything ahead of it, and its own,
-has passed through the capacity, and no earlier than its own runtime after its start.
+node's provisioning latency. Pending work starts no earlier than that latency. A running
+workload holds its GPUs until its own runtime is done; pending work drains as a fluid through
+what the running ones leave free: the k-th pending workload is done when the pending work
+ahead of it, and its own, has passed through that, and no earlier than its own runtime after
+its start (`drain_times`).
 
 A pod set is indivisible: Kueue admits it whole onto one flavor, so what decides whether a
 pending workload can start at all is the widest flavor the project can admit into (with what it
@@ -172,6 +174,64 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
     return counts
 
 
+def drain_times(
+    held_until: FloatArray,
+    held_gpus: FloatArray,
+    queued_work: FloatArray,
+    capacity: FloatArray,
+    *,
+    columns: int,
+) -> FloatArray:
+    """When each amount of queued work has passed through what running work leaves free.
+
+    Running workloads hold their GPUs until they finish and do not queue behind each other:
+    a month-long 1-GPU job slows the queue by one GPU for a month, it does not stand ahead of
+    it with a month of GPU-hours (which had made the model sure of misses the replay met). So
+    queued work drains through the capacity the running ones leave, `max(capacity - held, 0)`,
+    which rises as each of them finishes, and all of it once they have.
+
+    `held_until` and `held_gpus` (..., n): each running workload's finish (seconds from now)
+    and GPUs, zero for a column that is not running; running columns come first, `columns`
+    of them at most. `queued_work` (..., n): cumulative GPU-seconds queued, nondecreasing.
+    `capacity` (...,) without the last axis. Returns (..., n) seconds from now; work that no
+    capacity ever drains is put at the horizon.
+    """
+    cap = capacity[..., None]
+    if columns == 0:
+        out0: FloatArray = np.where(
+            cap > 0,
+            np.minimum(queued_work / np.where(cap > 0, cap, 1), HORIZON_SECONDS),
+            HORIZON_SECONDS,
+        )
+        return np.where(queued_work > 0, out0, 0).astype(queued_work.dtype)
+    order = np.argsort(held_until[..., :columns], axis=-1)
+    ends = np.take_along_axis(held_until[..., :columns], order, axis=-1)
+    gpus = np.broadcast_to(held_gpus[..., :columns], ends.shape)
+    freed = np.cumsum(np.take_along_axis(gpus, order, axis=-1), axis=-1)
+    held = freed[..., -1:]
+    # Segment m runs from starts[m] to ends[m] (the last one forever) with free[m] GPUs free.
+    starts = np.concatenate([np.zeros_like(ends[..., :1]), ends], axis=-1)
+    free = np.maximum(cap - np.concatenate([held, held - freed], axis=-1), 0.0)
+    lengths = np.diff(starts, axis=-1)
+    drained_by = np.concatenate(
+        [np.zeros_like(ends[..., :1]), np.cumsum(free[..., :-1] * lengths, axis=-1)], axis=-1
+    )
+    # The segment the work ends in is the last whose start has drained no more than it (a
+    # segment with nothing free drains nothing, so the next one, same start, is later still).
+    dtype = queued_work.dtype
+    rate = np.broadcast_to(free[..., :1].astype(dtype), queued_work.shape)
+    begin = np.zeros((), dtype=dtype)
+    before = np.zeros((), dtype=dtype)
+    for m in range(1, columns + 1):
+        reached = drained_by[..., m : m + 1].astype(dtype) <= queued_work
+        rate = np.where(reached, free[..., m : m + 1].astype(dtype), rate)
+        begin = np.where(reached, starts[..., m : m + 1].astype(dtype), begin)
+        before = np.where(reached, drained_by[..., m : m + 1].astype(dtype), before)
+    at = begin + (queued_work - before) / np.where(rate > 0, rate, 1)
+    out = np.where(rate > 0, np.minimum(at, HORIZON_SECONDS), HORIZON_SECONDS)
+    return np.where(queued_work > 0, out, 0).astype(dtype)
+
+
 @dataclass(frozen=True)
 class _Batch:
     """Problems packed into (problem, job) arrays; padding rows have valid=False."""
@@ -263,6 +323,42 @@ def _spot_draws(seed: int, samples: int, availability: float, concentration: flo
     return spot
 
 
+def _deadline_finish(
+    jobs: _Batch,
+    effective: FloatArray,
+    capacity: FloatArray,
+    latency: FloatArray,
+    stuck: npt.NDArray[np.bool_],
+) -> FloatArray:
+    """When the last workload counting toward each deadline is done, per problem and sample
+    (seconds from now: float32 cannot hold epoch seconds to the second; 0 with none left)."""
+    width = jobs.valid.shape[1]
+    running = jobs.running & jobs.valid
+    queued = ~jobs.running & jobs.valid & ~stuck
+    counted = jobs.counts & jobs.valid
+    # Each counted workload is done no earlier than its own runtime after its start (now when
+    # it runs, the provisioning latency when it waits) ...
+    start = np.where(jobs.running, 0.0, latency[:, None]).astype(np.float32)
+    own = np.where(stuck, HORIZON_SECONDS, start)[:, None, :] + effective
+    finish = np.max(np.where(counted[:, None, :], own, -np.inf), axis=2)
+    # ... and the waiting ones no earlier than the queued work up to the last of them has
+    # drained (drain times rise with the work, so the last one's is the latest).
+    last = np.where(queued & counted, np.arange(width), -1).max(axis=1)
+    ahead = queued & (np.arange(width) <= last[:, None])
+    work = np.sum(np.where(ahead[:, None, :], jobs.gpus[:, None, :] * effective, 0.0), axis=2)
+    drained = drain_times(
+        np.where(running[:, None, :], effective, 0.0),
+        np.where(running, jobs.gpus, 0.0)[:, None, :],
+        work[:, :, None],
+        capacity,
+        columns=int(running.sum(axis=1).max(initial=0)),
+    )[:, :, 0]
+    finish = np.where((last >= 0)[:, None], np.maximum(finish, drained), finish)
+    finish = np.minimum(finish, HORIZON_SECONDS)
+    out: FloatArray = np.where(np.isneginf(finish), 0.0, finish)
+    return out
+
+
 def estimate_many(
     problems: Sequence[Problem], *, now: float, samples: int = 500, seed: int = 0
 ) -> list[Estimate]:
@@ -341,15 +437,8 @@ def _estimate_batch(
     # the fluid capacity just drains slowly.
     widest = per_problem("widest_gpus")
     stuck = (~jobs.running) & (jobs.gpus > widest[:, None]) & jobs.valid
-    work = np.where((jobs.valid & ~stuck)[:, None, :], jobs.gpus[:, None, :] * effective, 0.0)
-    drained = np.cumsum(work, axis=2) / np.maximum(capacity, 1e-9)[:, :, None]
-    # Times relative to now: float32 cannot hold epoch seconds to the second.
-    start = np.where(jobs.running, 0.0, latency[:, None]).astype(np.float32)
-    finish = np.maximum(drained, start[:, None, :] + effective)
-    finish = np.where(stuck[:, None, :], HORIZON_SECONDS, np.minimum(finish, HORIZON_SECONDS))
+    deadline_finish = _deadline_finish(jobs, effective, capacity, latency, stuck)
     counted = (jobs.counts & jobs.valid)[:, None, :]
-    deadline_finish = np.max(np.where(counted, finish, -np.inf), axis=2)
-    deadline_finish = np.where(np.isneginf(deadline_finish), 0.0, deadline_finish)
     # Nothing left to finish is never late, even once the cutoff has passed.
     late = (deadline_finish > (deadline - now)[:, None]) & counted.any(axis=2)
     risk = late.mean(axis=1)

@@ -1,8 +1,8 @@
 """How long the next workload submitted to a ClusterQueue will wait, as p50 and p90.
 
-The same fluid queue as the deadline model: the work ahead (the remaining runtime of what runs,
-the runtime of what is pending) drains through the queue's capacity. A queue with nothing
-pending and enough free GPUs for the new workload admits it at once.
+The same fluid queue as the deadline model: the pending work ahead drains through the GPUs the
+running work leaves free, more as each running workload finishes (`deadline.drain_times`). A
+queue with nothing pending and enough free GPUs for the new workload admits it at once.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from controller.risk.deadline import HORIZON_SECONDS, Job
+from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,17 @@ def _wait_samples(problem: WaitProblem, *, samples: int, seed: int) -> WaitEstim
         return gpus, np.exp(np.log(mean) - sigma**2 / 2 + sigma * z)
 
     if pending:
-        # Behind the pending work: everything ahead drains through the queue's capacity.
-        gpus, durations = sample(jobs)
-        waits: np.ndarray = (durations * gpus).sum(axis=1) / capacity_gpus
+        # Behind the pending work, which drains through what the running work leaves free.
+        ordered = [j for j in jobs if j.running] + pending
+        gpus, durations = sample(ordered)
+        is_running = np.array([j.running for j in ordered])
+        waits: np.ndarray = drain_times(
+            np.where(is_running, durations, 0.0),
+            np.where(is_running, gpus, 0.0)[None, :],
+            np.where(is_running, 0.0, durations * gpus).sum(axis=1, keepdims=True),
+            np.full(samples, float(capacity_gpus)),
+            columns=int(is_running.sum()),
+        )[:, 0]
         return waits
     # Nothing pending: wait until enough running workloads finish to free the GPUs needed.
     running = [j for j in jobs if j.running]

@@ -33,6 +33,7 @@ from controller.risk.deadline import (
     Job,
     Problem,
     _poisson_inverse,
+    drain_times,
     estimate,
     estimate_many,
 )
@@ -135,6 +136,34 @@ EXACT = [
         on_demand(8),
         1 * HOUR,
         id="a 5 h job that does not count, queued behind the one that does, is ignored: 1 h",
+    ),
+    pytest.param(
+        (exact(1, 720, running=True, counts=False), exact(1, 1)),
+        on_demand(8),
+        1 * HOUR,
+        id="a month-long 1-GPU job beside a pending 1 h job on 8 GPUs holds one GPU: 1 h",
+    ),
+    pytest.param(
+        (exact(1, 100, running=True, counts=False), exact(1, 1, running=True)),
+        on_demand(2),
+        1 * HOUR,
+        id="a running 1 h job does not queue behind the 100 h job running beside it: 1 h",
+    ),
+    pytest.param(
+        (
+            exact(8, 2, running=True, counts=False),
+            exact(8, 1, running=True, counts=False),
+            exact(8, 1),
+        ),
+        on_demand(8),
+        3 * HOUR,
+        id="16 GPUs running on 8 (borrowed) leave none free until 2 h, then 8 GPU-h: 3 h",
+    ),
+    pytest.param(
+        (exact(4, 2, running=True, counts=False), exact(4, 1), exact(8, 1)),
+        on_demand(8),
+        2.5 * HOUR,
+        id="4 GPUs free for 2 h drain 8 GPU-h, the other 4 through 8 GPUs: 2.5 h (a fluid)",
     ),
     pytest.param(
         (exact(16, 1, running=True), exact(16, 1)),
@@ -293,13 +322,13 @@ def test_one_log_normal_job_misses_with_the_analytical_probability(
 def test_spot_delivery_misses_with_the_probability_of_the_beta_distribution(
     availability: float, concentration: float, deadline_hours: float
 ) -> None:
-    """Four running 2-GPU 1 h jobs (8 GPU-h) on 16 spot GPUs, none on demand, no interruptions.
+    """Four pending 2-GPU 1 h jobs (8 GPU-h) on 16 spot GPUs, none on demand, no interruptions
+    and no provisioning latency.
 
-    With X the delivered fraction, the last job is done at max(8 GPU-h / 16X, 1 h), and a job
-    wider than 16X (X < 1/8) never starts; for deadlines T in (1 h, 4 h] both say: a miss iff
-    X < 8 / (16 T).
+    With X the delivered fraction, the last job is done at max(8 GPU-h / 16X, 1 h); for
+    deadlines T in (1 h, 4 h]: a miss iff X < 8 / (16 T).
     """
-    jobs = tuple(exact(2, 1, running=True) for _ in range(4))
+    jobs = tuple(exact(2, 1) for _ in range(4))
     capacity = Capacity(
         on_demand_gpus=0,
         spot_gpus=16,
@@ -568,6 +597,39 @@ def test_estimates_with_many_expected_interruptions_finish(
         got = estimate(problem, now=FIXED_NOW, seed=seed)
     low, high = want_p50_hours
     assert FIXED_NOW + low * HOUR < got.p50_finish < FIXED_NOW + high * HOUR
+
+
+@pytest.mark.parametrize(
+    ("held_until", "held_gpus", "work", "capacity", "want"),
+    [
+        pytest.param([], [], [8, 16], 8, [1, 2], id="nothing running: work over capacity"),
+        pytest.param([2], [4], [4, 8, 16], 8, [1, 2, 3], id="4 of 8 free until 2 h, then all"),
+        pytest.param([1, 3], [4, 4], [8], 8, [3], id="none free until 1 h, then 4: 3 h"),
+        pytest.param([1, 2], [8, 8], [0, 8], 8, [0, 3], id="borrowed: none free until 2 h"),
+        pytest.param([5], [2], [2], 0, [HORIZON_SECONDS], id="no capacity: never drained"),
+    ],
+)
+def test_drain_times_through_what_running_work_leaves_free(
+    held_until: list[float],
+    held_gpus: list[float],
+    work: list[float],
+    capacity: float,
+    want: list[float],
+) -> None:
+    """Hours and GPU-hours (the function is unit-free); running columns first, padded."""
+    width = max(len(held_until), len(work))
+
+    def row(values: list[float]) -> np.ndarray:
+        return np.array([[values + [0.0] * (width - len(values))]], dtype=np.float32)
+
+    got = drain_times(
+        row(held_until),
+        row(held_gpus),
+        row(work),
+        np.array([[capacity]], dtype=np.float32),
+        columns=len(held_until),
+    )
+    assert got[0, 0, : len(want)].tolist() == pytest.approx(want)
 
 
 def test_a_running_job_wider_than_the_capacity_still_finishes() -> None:

@@ -322,14 +322,15 @@ def test_no_baseline_passes_the_ceiling_on_the_alibaba_trace(name: str) -> None:
 
 
 def test_a_raise_of_the_policy_under_full_spot_usage_holds_the_ceiling() -> None:
-    """The policy run on the same load, at 30 % spot availability, seed 1 (the fake market is
-    short of spot at the start, so s1 and s2 start late and the deadlines of p and q, 4 hours
-    after their work, come under risk): the policy raises on-demand while spot is full, and
-    the pool never holds more than its 16 GPUs."""
+    """The policy run on the same load, at 30 % spot availability, seed 1: the fake market is
+    short of spot at the start, so s1 and s2 start late and hold all 16 GPUs; p and q, due at
+    10,000 s, make it only if what s1 frees comes back as on-demand (spot delivers 30 % of its
+    quota), so their deadlines come under risk and the policy raises on-demand while spot is
+    full; the pool never holds more than its 16 GPUs."""
     jobs = [
         job("s1", submit=1, duration=5000),
         job("s2", submit=1, duration=8000),
-        *(job(n, submit=1000, duration=1000, deadline=2000 + 4 * 3600) for n in ("p", "q")),
+        *(job(n, submit=1000, duration=1000, deadline=10_000) for n in ("p", "q")),
     ]
     spec = RunSpec("policy", "policy", sample_interval=100)
     result = replay(policy(vision(16), spotAvailability=0.3), jobs, spec, seed=1)
