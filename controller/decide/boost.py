@@ -31,13 +31,9 @@ It then waits at its own level, which can only rise, so that repeats at most onc
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping
 
-URGENCY_BASE_SECONDS = 3600.0
-URGENCY_RATIO = 4.0
-LEVELS = 5
-"""Levels 0 (under an hour of slack) to 4 (over 64 hours, or no deadline)."""
+from controller.risk.urgency import LEVELS, urgency_level
 
 
 def boost_step(priority_boost_value: int, tier_priorities: Iterable[int]) -> int:
@@ -46,16 +42,6 @@ def boost_step(priority_boost_value: int, tier_priorities: Iterable[int]) -> int
     gaps = [b - a for a, b in itertools.pairwise(distinct)]
     room = min([priority_boost_value, *(g - 1 for g in gaps)])
     return max(room, 0) // (LEVELS - 1)
-
-
-def urgency_level(slack_seconds: float | None) -> int:
-    """0 for the most urgent; LEVELS - 1 for work with a day's or more slack, or no deadline."""
-    if slack_seconds is None or math.isnan(slack_seconds):
-        return LEVELS - 1
-    if slack_seconds < URGENCY_BASE_SECONDS:
-        return 0
-    level = 1 + int(math.log(slack_seconds / URGENCY_BASE_SECONDS, URGENCY_RATIO))
-    return min(level, LEVELS - 1)
 
 
 def deadline_boosts(

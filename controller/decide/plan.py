@@ -221,6 +221,11 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         samples=policy.spec.risk.samples,
         seed=observation.seed,
         max_jobs=observation.max_jobs,
+        deadline_first=policy.spec.risk.priority_boost
+        and boost_step(
+            policy.spec.risk.priority_boost_value, (t.priority for t in policy.spec.tiers)
+        )
+        > 0,
     )
     by_project = project_workloads(policy_set, workloads)
     widest = _widest_pending(policy_set, by_project)

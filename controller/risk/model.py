@@ -27,6 +27,7 @@ from controller.api.types import Deadline, TrainingProject
 from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.pools import PoolStats
+from controller.risk.urgency import urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
@@ -56,6 +57,9 @@ class Snapshot:
     (the simulator's bound on cost; the controller uses all of them)."""
     pod_sets: Mapping[str, int] = field(default_factory=dict)
     """Per project, its widest pending pod set (GPUs)."""
+    deadline_first: bool = False
+    """Whether the controller boosts waiting work by urgency (`priorityBoost`), so that Kueue
+    admits a queue's tightest deadlines first: the model then queues them first too."""
 
 
 @dataclass(frozen=True)
@@ -129,11 +133,23 @@ def _job(workload: WorkloadView, snapshot: Snapshot, project: str, counts: bool)
     )
 
 
-def _ordered(workloads: Sequence[WorkloadView]) -> list[WorkloadView]:
-    """Running first, then pending by priority and age: the order Kueue admits them."""
+def _ordered(
+    workloads: Sequence[WorkloadView], levels: Mapping[tuple[str, str], int] | None = None
+) -> list[WorkloadView]:
+    """Running first, then pending by priority and age: the order Kueue admits them. With
+    `levels` ((namespace, name) -> urgency level, the controller's boosts), pending work of
+    one priority goes by level first: Kueue orders by the boosted priority."""
+    levels = levels or {}
     return sorted(
         workloads,
-        key=lambda w: (not w.running, w.admitted_at or 0.0, -w.priority, w.created, w.name),
+        key=lambda w: (
+            not w.running,
+            w.admitted_at or 0.0,
+            -w.priority,
+            levels.get((w.namespace, w.name), 0),
+            w.created,
+            w.name,
+        ),
     )
 
 
@@ -243,6 +259,8 @@ class RiskModel:
             if by_project is not None
             else project_workloads(snapshot.policy_set, snapshot.workloads)
         )
+        self._queues: dict[str, list[WorkloadView]] = {}
+        """Per project, its unfinished workloads in the order Kueue will run them."""
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         """Built when an estimate needs them: most projects' estimates are carried."""
         self._cutoffs: dict[tuple[str, str], float] = {}
@@ -284,11 +302,20 @@ class RiskModel:
     def _jobs_of(self, project: str, deadline: Deadline) -> tuple[Job, ...]:
         key = (project, deadline.name)
         if key not in self._jobs:
-            ordered = _ordered(self.by_project[project])[: self.snapshot.max_jobs]
+            ordered = self._queue(project)[: self.snapshot.max_jobs]
             self._jobs[key] = tuple(
                 _job(w, self.snapshot, project, _counts(w, deadline)) for w in ordered
             )
         return self._jobs[key]
+
+    def _queue(self, name: str) -> list[WorkloadView]:
+        if name not in self._queues:
+            levels = None
+            project = self.snapshot.policy_set.project(name)
+            if self.snapshot.deadline_first and project is not None and project.spec.deadlines:
+                levels = {key: urgency_level(slack) for key, slack in self._slack(project).items()}
+            self._queues[name] = _ordered(self.by_project[name], levels)
+        return self._queues[name]
 
     def carry(self) -> Carried:
         """What this model estimated, for the next pass's model (see `Carried`)."""
@@ -309,6 +336,7 @@ class RiskModel:
         other = RiskModel.__new__(RiskModel)
         other.snapshot = replace(self.snapshot, quotas=quotas)
         other.by_project = self.by_project
+        other._queues = self._queues
         other._jobs = self._jobs
         other._cutoffs = self._cutoffs
         other._answers = {}
@@ -392,7 +420,7 @@ class RiskModel:
         """Unfinished workloads counting toward a deadline (of those an estimate takes)."""
         ordered = self.by_project[project]
         if self.snapshot.max_jobs is not None:
-            ordered = _ordered(ordered)[: self.snapshot.max_jobs]
+            ordered = self._queue(project)[: self.snapshot.max_jobs]
         return sum(1 for w in ordered if _counts(w, deadline))
 
     def oracle(self, project_name: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
@@ -443,7 +471,7 @@ class RiskModel:
             if kept is not None and kept[0] == capacity:
                 out[project.name] = kept[1]
                 continue
-            workloads = _ordered(self.by_project[project.name])
+            workloads = self._queue(project.name)
             jobs = [_job(w, self.snapshot, project.name, False) for w in workloads]
             pending = [w.gpus for w in workloads if w.pending]
             new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
@@ -468,21 +496,25 @@ class RiskModel:
         deadlines: over the open deadlines it counts toward, the cutoff minus now minus its
         expected remaining runtime; None when it counts toward none."""
         out: dict[tuple[str, str], float | None] = {}
-        now = self.snapshot.now
         for project in self.snapshot.policy_set.projects:
-            if not project.spec.deadlines:
+            if project.spec.deadlines:
+                out.update(self._slack(project))
+        return out
+
+    def _slack(self, project: TrainingProject) -> dict[tuple[str, str], float | None]:
+        out: dict[tuple[str, str], float | None] = {}
+        now = self.snapshot.now
+        open_deadlines = self._open_deadlines(project)
+        for workload in self.by_project[project.name]:
+            if not workload.pending:
                 continue
-            open_deadlines = self._open_deadlines(project)
-            for workload in self.by_project[project.name]:
-                if not workload.pending:
-                    continue
-                remaining = _job(workload, self.snapshot, project.name, True).mean_seconds
-                slacks = [
-                    self._cutoffs[(project.name, d.name)] - now - remaining
-                    for d in open_deadlines
-                    if _counts(workload, d)
-                ]
-                out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
+            remaining = _job(workload, self.snapshot, project.name, True).mean_seconds
+            slacks = [
+                self._cutoffs[(project.name, d.name)] - now - remaining
+                for d in open_deadlines
+                if _counts(workload, d)
+            ]
+            out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
         return out
 
     def pending_gpus(self) -> dict[str, int]:

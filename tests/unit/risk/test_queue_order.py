@@ -1,0 +1,86 @@
+"""The model queues a project's waiting work in the order Kueue will admit it.
+
+With priority boosts on, the controller lowers waiting work by urgency (least slack), so Kueue
+admits a queue's tightest deadline first whatever came first; the model must queue it first too,
+or it predicts misses that the boosts prevent (and raises on-demand for them).
+
+Hand-computed: one project, 8 on-demand GPUs, no latency. `early` (8 GPUs, 2 h expected) was
+submitted first and counts toward `loose` (due in 10 h); `late` (8 GPUs, 1 h) came a minute
+later and counts toward `tight` (due in 2.2 h). In submit order `late` is done at about 3 h and
+misses; deadline first it is done at about 1 h and `early` at 3 h, both in time. (Annotated
+runtimes are log-normal with sigma 0.25 in the model: the medians are these, the risks near 0
+or 1, not exactly.)
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from controller.api.loader import load_policy_set
+from controller.api.policy_set import PolicySet
+from controller.risk.model import RiskModel, Snapshot
+from controller.risk.pools import PoolStats
+from controller.risk.workloads import WorkloadView
+from tests.builders import policy_doc, pool_doc, project_doc
+
+FIXED_NOW = 1_800_000_000.0
+HOUR = 3600.0
+
+
+def world() -> PolicySet:
+    def at(hours: float) -> str:
+        return datetime.fromtimestamp(FIXED_NOW + hours * HOUR, UTC).isoformat()
+
+    project = project_doc(
+        quotas=[{"pool": "a100", "nominalGpus": 8}],
+        deadlines=[{"name": "tight", "at": at(2.2)}, {"name": "loose", "at": at(10)}],
+    )
+    pool = pool_doc(onDemand={"floorGpus": 8, "ceilingGpus": 8}, maxGpus=8)
+    return load_policy_set([("policy", policy_doc(pools=[pool])), ("project", project)])
+
+
+def pending(name: str, hours: float, deadline: str, created: float) -> WorkloadView:
+    return WorkloadView(
+        namespace="vision",
+        name=name,
+        queue="vision",
+        priority=100000,
+        gpus=8,
+        created=created,
+        expected_duration=hours * HOUR,
+        deadline=deadline,
+    )
+
+
+WORKLOADS = [
+    pending("early", 2, "loose", FIXED_NOW - 120),
+    pending("late", 1, "tight", FIXED_NOW - 60),
+]
+
+
+@pytest.mark.parametrize(
+    ("deadline_first", "tight_missed", "want_hours"),
+    [
+        pytest.param(False, True, {"tight": 3.0, "loose": 2.0}, id="submit order: late misses"),
+        pytest.param(True, False, {"tight": 1.0, "loose": 3.0}, id="deadline first: in time"),
+    ],
+)
+def test_waiting_work_is_queued_tightest_deadline_first_when_boosts_are_on(
+    deadline_first: bool, tight_missed: bool, want_hours: dict[str, float]
+) -> None:
+    snapshot = Snapshot(
+        policy_set=world(),
+        quotas={},
+        workloads=WORKLOADS,
+        pools={"a100": PoolStats("a100", 0.0, 0.0, 1.0, 0)},
+        now=FIXED_NOW,
+        deadline_first=deadline_first,
+    )
+    reports = {r.deadline: r.estimate for r in RiskModel(snapshot).deadlines()}
+    assert (reports["tight"].risk > 0.9) is tight_missed
+    assert (reports["tight"].risk < 0.02) is not tight_missed
+    assert reports["loose"].risk < 0.02
+    finish = {name: (e.p50_finish - FIXED_NOW) / HOUR for name, e in reports.items()}
+    assert finish == pytest.approx(want_hours, rel=0.1)
