@@ -14,6 +14,8 @@ The decision per pool, on each pass:
   without Prometheus the controller holds.
 - No step moves a pool by more than `maxStepGpus`, and each raise starts the evaluation window
   again, so the next step is taken only if risk is still above the threshold a window later.
+- Nothing steps the pool back toward spot inside the cooldown, a raise that reshuffles shares
+  included: what a project no longer needs stays in the pool until the cooldown has passed.
 
 Pure: the risk model comes in as an oracle over candidate shares, the clock as `now`, the last
 pass's state as data; the same function runs in the controller, `plan` and the simulator.
@@ -641,6 +643,10 @@ def _raise(step: _Pass) -> Decision:
     needed = fixed + sum(wanted.values())
     target = min(max(needed, floor), ceiling, previous + settings.max_step_gpus)
     target = max(target, previous - settings.max_step_gpus)
+    if target < previous and not step.may_give_back:
+        # What projects safe again hand back stays in the pool until the cooldown has passed:
+        # a step back toward spot that soon after a change is one the next pass undoes.
+        target = previous
     per_node = policy_set.policy.pool(state.pool).gpus_per_node  # type: ignore[union-attr]
     target = whole_nodes_within(target, per_node, ceiling)
     ceiling_binds = needed > ceiling

@@ -231,6 +231,8 @@ AT_RISK = release((0, 0.5), (12, 0.04))
 CLEARED = release((0, 0.5), (10, 0.06), (14, 0.04))
 """Under the lower threshold from 14 GPUs on; 10 to 13 would sit between the thresholds."""
 PAST_WINDOW = FIXED_NOW - WINDOW
+STILL_SHORT = release((0, 0.5), (12, 0.3), (16, 0.04))
+"""At risk at 14 GPUs (0.3), under the target from 16 on."""
 # Budget of `vision` (32 GPUs of a100 at $1 spot, $4 on-demand): 730 h * $47 = $34,310 a month.
 # $47/h - 32 GPUs * $1 at spot = $15/h of room, at $3 more per on-demand GPU-hour: 5 GPUs.
 BUDGET_ONE_POOL = 730 * 47
@@ -666,6 +668,28 @@ TWO_TIERS = load(
             12,
             state(12, {"nlp": 12}, raise_since=FIXED_NOW, last_change=FIXED_NOW),
             id="at risk, but a safe project hands back more than the other takes: a Lower",
+        ),
+        pytest.param(
+            Given(
+                state(24, {"vision": 14}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 900),
+                {"vision": STILL_SHORT},
+            ),
+            Action.RAISE,
+            Reason.RISK_ABOVE_THRESHOLD,
+            24,
+            state(24, {"vision": 16}, raise_since=FIXED_NOW, last_change=FIXED_NOW),
+            id="inside the cooldown the 10 GPUs a step down left unassigned stay in the pool",
+        ),
+        pytest.param(
+            Given(
+                state(24, {"vision": 14}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 1800),
+                {"vision": STILL_SHORT},
+            ),
+            Action.LOWER,
+            Reason.RISK_CLEARED,
+            16,
+            state(16, {"vision": 16}, raise_since=FIXED_NOW, last_change=FIXED_NOW),
+            id="after the cooldown the pool keeps only what the project needs: 16",
         ),
     ],
 )
