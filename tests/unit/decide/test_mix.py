@@ -350,11 +350,11 @@ TWO_TIERS = load(
                 state(16, {"vision": 16}, raise_since=PAST_WINDOW),
                 {"vision": release((0, 0.5), (16, 0.3))},
             ),
-            Action.RAISE,
-            Reason.RISK_ABOVE_THRESHOLD,
-            32,
-            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
-            id="a target no share meets gets the project's whole quota on-demand",
+            Action.HOLD,
+            Reason.TARGET_UNREACHABLE,
+            16,
+            state(16, {"vision": 16}, raise_since=PAST_WINDOW),
+            id="a target no share meets buys no more on-demand: the pool holds and says why",
         ),
         pytest.param(
             Given(
@@ -370,7 +370,7 @@ TWO_TIERS = load(
         pytest.param(
             Given(
                 state(0, raise_since=PAST_WINDOW),
-                {"vision": release((0, 0.5), (30, 0.01))},
+                {"vision": release((0, 0.5), (20, 0.01))},
                 load(project(nominal=20), risk={"maxStepGpus": 64}),
             ),
             Action.RAISE,
@@ -749,14 +749,14 @@ def test_baseline_is_where_the_search_starts() -> None:
 @pytest.mark.parametrize(
     ("boundary", "want_share"),
     [
-        pytest.param(b, min(b, 32), id=f"risk meets the target from {b} GPUs on")
+        pytest.param(b, b if b <= 32 else 0, id=f"risk meets the target from {b} GPUs on")
         for b in range(1, 34)
     ],
 )
 def test_bisection_finds_the_boundary(boundary: int, want_share: int) -> None:
     """Every boundary of a step function in 1..32 is found exactly, in logarithmic questions.
 
-    Past 32 (the quota) nothing meets the target and the whole quota is on-demand.
+    Past 32 (the quota) nothing meets the target: no on-demand is bought for it.
     """
     risk = FakeRisk({"vision": release((0, 0.5), (boundary, 0.01))})
 
@@ -767,7 +767,7 @@ def test_bisection_finds_the_boundary(boundary: int, want_share: int) -> None:
         now=FIXED_NOW,
     )
 
-    assert decision.state.assignments == {"vision": want_share}
+    assert decision.state.assignments == ({"vision": want_share} if want_share else {})
     assert decision.target == want_share
     # One question at the current share for the window, then low, high and log2(32) = 5 halvings.
     assert len(risk.calls) <= 1 + 2 + math.ceil(math.log2(32))

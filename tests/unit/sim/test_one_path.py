@@ -11,10 +11,10 @@ would through the API server.
 The scenario is the example policy's CVPR crunch (`tests/unit/decide/test_plan.py`): 9 pending
 8-GPU workloads due in under 12 hours, beside a seeded background of every project's work.
 Passes come at uneven times, some between whole seconds. With the crunch the policy holds for
-its evaluation window, raises a100 from 16 to 32 on-demand GPUs at +600 s and to 40 at +1200 s;
-at +1800 s the crunch is gone (finished), and after the cooldown it lowers, 40 -> 24 at +3000 s
-and 24 -> 16 at +4800 s. The two paths must agree at every pass on the decisions, the states,
-the targets and the rendered NodePools and ClusterQueues.
+its evaluation window and raises a100 from 16 to 32 on-demand GPUs at +600 s; at +1800 s the
+crunch is gone (finished), and after the window and the cooldown it lowers, 32 -> 16. The two
+paths must agree at every pass on the decisions, the states, the targets and the rendered
+NodePools and ClusterQueues.
 """
 
 from __future__ import annotations
@@ -132,9 +132,7 @@ def test_the_replay_and_the_controller_carry_the_same_state_pass_by_pass() -> No
     a100 = [{d.pool: d for d in p.decisions}["a100"] for p in replayed]
     assert [(d.action, d.previous, d.target) for d in a100 if d.action != Action.HOLD] == [
         (Action.RAISE, 16, 32),
-        (Action.RAISE, 32, 40),
-        (Action.LOWER, 40, 24),
-        (Action.LOWER, 24, 16),
+        (Action.LOWER, 32, 16),
     ]
     mixes = {tuple(m.on_demand_gpus for m in p.rendered.mix) for p in replayed}
-    assert len(mixes) >= 3, mixes
+    assert len(mixes) >= 2, mixes
