@@ -5,10 +5,12 @@ The decision per pool, on each pass:
 - Otherwise, when some deadline's miss probability has stayed above `raiseThreshold` for the
   evaluation window, each at-risk project gets the smallest on-demand share of its quota in the
   pool that brings every one of its deadlines under target (the lower of `1 - targetConfidence`
-  and the raise threshold), found by bisection on the risk model. A project whose deadlines not
-  even its whole quota on-demand brings under target gets no more than it holds: on-demand
-  cannot save what waits for quota or is too late, and buying it only moves the mix (the pool
-  holds and says TargetUnreachable). Shares are capped by each
+  and the raise threshold), found by bisection on the risk model. A project in one pool whose
+  deadlines not even its whole quota on-demand brings under target gets no more than it holds:
+  on-demand cannot save what waits for quota or is too late, and buying it only moves the mix
+  (the pool holds and says TargetUnreachable). A project with quota in several pools may need
+  on-demand in more than one, which one pool's search cannot see, so its share rises as far
+  as its quota goes. Shares are capped by each
   project's budget, and their sum by the pool's ceiling; when the ceiling binds, the lowest tier
   is served last and deferred (its borrowing is cut), never the highest.
 - When every deadline has stayed under `lowerThreshold` for the window, and the cooldown since
@@ -636,9 +638,12 @@ def _raise(step: _Pass) -> Decision:
     for q in at_risk:
         share, reachable = found[q.project.name]
         if not reachable:
-            # Not even the whole quota on-demand meets the target: buy none of it.
             unreachable.append(q.project.name)
-            share = current[q.project.name]
+            if len(q.project.spec.quotas) == 1:
+                # Not even its whole quota on-demand meets the target: buy none of it. (A
+                # project with quota in other pools may need on-demand in several at once, which
+                # no one pool's search can see: its share here rises as far as it goes.)
+                share = current[q.project.name]
         cap = _budget_cap(policy_set, q, state.pool)
         if share > cap:
             budget_bound.append(q.project.name)

@@ -358,6 +358,26 @@ TWO_TIERS = load(
         ),
         pytest.param(
             Given(
+                state(16, {"vision": 16}, raise_since=PAST_WINDOW),
+                {"vision": release((0, 0.5), (16, 0.3))},
+                load(
+                    project(
+                        quotas=[
+                            {"pool": "a100", "nominalGpus": 32},
+                            {"pool": "h100", "nominalGpus": 8},
+                        ]
+                    ),
+                    pools=[POOL, H100],
+                ),
+            ),
+            Action.RAISE,
+            Reason.RISK_ABOVE_THRESHOLD,
+            32,
+            state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW),
+            id="with quota in another pool too, where on-demand may also be needed, it rises",
+        ),
+        pytest.param(
+            Given(
                 state(32, {"vision": 32}, raise_since=PAST_WINDOW, last_change=FIXED_NOW - 60),
                 {"vision": release((0, 0.5), (16, 0.3))},
             ),
