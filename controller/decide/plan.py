@@ -211,6 +211,12 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         **(observation.applied or {}),
     }
     stats = pool_stats(policy.spec.pools, node_claims, now=now)
+    # Effective priority per urgency level: 0 when boosts are off (or the tiers leave no room).
+    step = (
+        boost_step(policy.spec.risk.priority_boost_value, (t.priority for t in policy.spec.tiers))
+        if policy.spec.risk.priority_boost
+        else 0
+    )
     snapshot = Snapshot(
         policy_set=policy_set,
         quotas=applied,
@@ -221,11 +227,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         samples=policy.spec.risk.samples,
         seed=observation.seed,
         max_jobs=observation.max_jobs,
-        deadline_first=policy.spec.risk.priority_boost
-        and boost_step(
-            policy.spec.risk.priority_boost_value, (t.priority for t in policy.spec.tiers)
-        )
-        > 0,
+        deadline_first=step > 0,
     )
     by_project = project_workloads(policy_set, workloads)
     widest = _widest_pending(policy_set, by_project)
@@ -279,10 +281,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     reports = tuple(final.deadlines())
     decisions = _retrack(policy_set, decisions, reports, now=now)
     boosts: dict[tuple[str, str], int] = {}
-    if policy.spec.risk.priority_boost:
-        step = boost_step(
-            policy.spec.risk.priority_boost_value, (t.priority for t in policy.spec.tiers)
-        )
+    if step:
         boosts = deadline_boosts(final.pending_slack(), step=step)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}

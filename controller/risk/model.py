@@ -261,6 +261,8 @@ class RiskModel:
         )
         self._queues: dict[str, list[WorkloadView]] = {}
         """Per project, its unfinished workloads in the order Kueue will run them."""
+        self._slacks: dict[str, dict[tuple[str, str], float | None]] = {}
+        """Per project with deadlines, its pending workloads' least slack (`_slack`)."""
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         """Built when an estimate needs them: most projects' estimates are carried."""
         self._cutoffs: dict[tuple[str, str], float] = {}
@@ -337,6 +339,7 @@ class RiskModel:
         other.snapshot = replace(self.snapshot, quotas=quotas)
         other.by_project = self.by_project
         other._queues = self._queues
+        other._slacks = self._slacks
         other._jobs = self._jobs
         other._cutoffs = self._cutoffs
         other._answers = {}
@@ -502,7 +505,12 @@ class RiskModel:
         return out
 
     def _slack(self, project: TrainingProject) -> dict[tuple[str, str], float | None]:
+        """Made once per snapshot: the queue order and the boosts both read it, and it does
+        not depend on the split."""
+        if project.name in self._slacks:
+            return self._slacks[project.name]
         out: dict[tuple[str, str], float | None] = {}
+        self._slacks[project.name] = out
         now = self.snapshot.now
         open_deadlines = self._open_deadlines(project)
         for workload in self.by_project[project.name]:
