@@ -1097,6 +1097,7 @@ class TrainingProject:
     metadata: ObjectMeta
     spec: TrainingProjectSpec
 
-    @property
+    @cached_property
     def name(self) -> str:
+        """Cached: a decision pass asks a hundred thousand times."""
         return self.metadata.name

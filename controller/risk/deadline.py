@@ -26,11 +26,12 @@ Everything is batched: many deadlines and samples are evaluated in one pass of a
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +42,9 @@ HORIZON_SECONDS = 10 * 365 * 86400.0
 """Where a finish that never comes is put, so risk, slack and finish times stay finite."""
 
 
-@dataclass(frozen=True)
-class Job:
-    """One unfinished workload as the model sees it."""
+class Job(NamedTuple):
+    """One unfinished workload as the model sees it. (A named tuple: a pass builds one per
+    workload, and the estimate packs them into arrays as they are.)"""
 
     gpus: int
     mean_seconds: float
@@ -98,6 +99,8 @@ POISSON_STEPS = 4
 POISSON_BLOCKS = (8, 16, 32, 64, 128)
 """Then this many steps at once, block after block (the last size repeating): one array
 operation over (draws, steps) for walks a long job on spot makes, a hundred steps or more."""
+SORT_NETWORK_ROWS = 6
+"""Running workloads up to this many are ordered by compare-exchange, more by `argsort`."""
 
 
 @lru_cache(maxsize=64)
@@ -108,7 +111,35 @@ def _log_factorials(start: int, count: int) -> FloatArray:
     return out
 
 
-def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
+def interruption_floor(uniform: FloatArray) -> FloatArray:
+    """Per draw, a float32 rate below which it sees no interruption (`_poisson_inverse`).
+
+    A draw u sees one when u >= e^-rate, that is rate >= -log u. The bound is -log u less a
+    relative 1e-5, far more than float32's rounding, so every draw it lets through is decided
+    in float64, and a draw it stops is one float64 would stop too. At u = 0 the only rates
+    that count are those whose e^-rate underflows float64 (past 745).
+    """
+    u = uniform.astype(np.float64)
+    bound = -np.log(np.where(u > 0, u, 1.0)) * (1 - 1e-5)
+    out: FloatArray = np.where(u > 0, bound, 745.0).astype(np.float32)
+    return out
+
+
+def _flat_take(
+    values: FloatArray, shape: tuple[int, ...], flat: npt.NDArray[np.intp]
+) -> FloatArray:
+    """`np.broadcast_to(values, shape).ravel()[flat]` without making the broadcast copy (values
+    of the same shape, or repeated along a leading axis, as the job draws are)."""
+    if values.shape == shape:
+        return values.reshape(-1)[flat]
+    if values.shape == (1, *shape[1:]):
+        return values.reshape(-1)[flat % values.size]
+    return np.broadcast_to(values, shape).reshape(-1)[flat]
+
+
+def _poisson_inverse(
+    rate: FloatArray, uniform: FloatArray, floor: FloatArray | None = None
+) -> FloatArray:
     """Poisson counts by inverse transform, so a larger rate never gives a smaller count.
 
     Most draws see no interruption (uniform < e^-rate); only the rest are walked up the CDF,
@@ -117,43 +148,38 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
     `POISSON_STEPS` steps go one at a time over the draws still walking; the rest in blocks
     of `POISSON_BLOCKS`, each step's probability from its closed form (k log r - r - log k!):
     one array operation per step had made long walks half the time of a replay.
+
+    `uniform` (and `floor`, its `interruption_floor`, which the caller may keep with the
+    draws) broadcast to `rate`'s shape.
     """
+    if floor is None:
+        floor = interruption_floor(uniform)
     counts = np.zeros(rate.shape, dtype=rate.dtype)
-    flat_rate = rate.ravel()
-    flat_uniform = uniform.ravel()
-    # Which draws see an interruption at all is decided in float64 (u >= e^-rate), but only
-    # for the few that float32 cannot rule out: its e^-rate is within a few units in the last
-    # place, far inside the 1e-5 margin, so the answer is the float64 one for every draw.
-    maybe = np.flatnonzero(
-        flat_uniform >= np.exp(-flat_rate.astype(np.float32)) * np.float32(1 - 1e-5)
-    )
-    r = flat_rate[maybe].astype(np.float64)
-    u = flat_uniform[maybe].astype(np.float64)
-    log_p = -r
-    keep = u >= np.exp(log_p)
-    todo, r, u, log_p = maybe[keep], r[keep], u[keep], log_p[keep]
+    flat_counts = counts.reshape(-1)
+    # The few draws a float32 comparison cannot rule out are decided in float64.
+    todo = np.flatnonzero(rate >= floor)
     if todo.size == 0:
         return counts
-    log_r = np.log(np.maximum(r, 1e-300))
+    r = rate.reshape(-1)[todo].astype(np.float64)
+    u = _flat_take(uniform, rate.shape, todo).astype(np.float64)
+    log_p = -r
     cdf = np.exp(log_p)
-    limit = r + 40 * np.sqrt(r) + 40
-    flat_counts = counts.reshape(-1)
-    k = 0
-    while todo.size and k < POISSON_STEPS:
-        k += 1
-        flat_counts[todo] = k
+    interrupted = u >= cdf
+    log_r = np.log(np.maximum(r, 1e-300))
+    # The first steps, over every walk at once (no walk is dropped between steps: the CDF only
+    # rises, so counting the steps still below the draw is where each walk stops). The tail
+    # limit, r + 40 sqrt(r) + 40, lies past all of them.
+    count = interrupted.astype(np.float64)
+    for k in range(1, POISSON_STEPS + 1):
         log_p = log_p + log_r - np.log(k)
         cdf = cdf + np.exp(log_p)
-        keep = (cdf < u) & (k < limit)
-        todo, r, u, log_r, cdf, limit = (
-            todo[keep],
-            r[keep],
-            u[keep],
-            log_r[keep],
-            cdf[keep],
-            limit[keep],
-        )
-        log_p = log_p[keep]
+        if k < POISSON_STEPS:
+            count += interrupted & (cdf < u)
+    flat_counts[todo] = count
+    going = interrupted & (cdf < u)
+    todo, r, u, log_r, cdf = todo[going], r[going], u[going], log_r[going], cdf[going]
+    limit = r + 40 * np.sqrt(r) + 40
+    k = POISSON_STEPS
     start, blocks = k + 1, 0
     while todo.size:
         block = POISSON_BLOCKS[min(blocks, len(POISSON_BLOCKS) - 1)]
@@ -174,6 +200,26 @@ def _poisson_inverse(rate: FloatArray, uniform: FloatArray) -> FloatArray:
     return counts
 
 
+def _sorted_rows(ends: FloatArray, gpus: FloatArray) -> tuple[list[FloatArray], list[FloatArray]]:
+    """The rows of `ends` (along axis -2) in ascending order, elementwise, and `gpus` carried
+    with them. A few rows (the common case: a project runs a handful of workloads) are put in
+    order by compare-exchange; numpy's sort of many tiny rows costs a call per row."""
+    rows = ends.shape[-2]
+    if rows > SORT_NETWORK_ROWS:
+        order = np.argsort(ends, axis=-2)
+        ends = np.take_along_axis(ends, order, axis=-2)
+        gpus = np.take_along_axis(gpus, order, axis=-2)
+        return [ends[..., i, :] for i in range(rows)], [gpus[..., i, :] for i in range(rows)]
+    e = [ends[..., i, :] for i in range(rows)]
+    g = [gpus[..., i, :] for i in range(rows)]
+    for top in range(rows - 1, 0, -1):
+        for i in range(top):
+            swap = e[i + 1] < e[i]
+            e[i], e[i + 1] = np.minimum(e[i], e[i + 1]), np.maximum(e[i], e[i + 1])
+            g[i], g[i + 1] = np.where(swap, g[i + 1], g[i]), np.where(swap, g[i], g[i + 1])
+    return e, g
+
+
 def drain_times(
     held_until: FloatArray,
     held_gpus: FloatArray,
@@ -182,7 +228,7 @@ def drain_times(
     *,
     columns: int,
 ) -> FloatArray:
-    """When each amount of queued work has passed through what running work leaves free.
+    """When queued work has passed through what running work leaves free.
 
     Running workloads hold their GPUs until they finish and do not queue behind each other:
     a month-long 1-GPU job slows the queue by one GPU for a month, it does not stand ahead of
@@ -190,43 +236,39 @@ def drain_times(
     queued work drains through the capacity the running ones leave, `max(capacity - held, 0)`,
     which rises as each of them finishes, and all of it once they have.
 
-    `held_until` and `held_gpus` (..., n): each running workload's finish (seconds from now)
-    and GPUs, zero for a column that is not running; running columns come first, `columns`
-    of them at most. `queued_work` (..., n): cumulative GPU-seconds queued, nondecreasing.
-    `capacity` (...,) without the last axis. Returns (..., n) seconds from now; work that no
-    capacity ever drains is put at the horizon.
+    Rows are workloads, the last axis samples (so each step is one operation over contiguous
+    samples). `held_until` (..., n, s) and `held_gpus` (broadcast to it): each running
+    workload's finish (seconds from now) and GPUs, zero in a row that is not running; running
+    rows come first, `columns` of them at most (later rows are not read). `queued_work` and
+    `capacity` (..., s): GPU-seconds queued, and the capacity, per sample. Returns (..., s)
+    seconds from now; work that no capacity ever drains is put at the horizon.
     """
-    cap = capacity[..., None]
-    if columns == 0:
-        out0: FloatArray = np.where(
-            cap > 0,
-            np.minimum(queued_work / np.where(cap > 0, cap, 1), HORIZON_SECONDS),
-            HORIZON_SECONDS,
-        )
-        return np.where(queued_work > 0, out0, 0).astype(queued_work.dtype)
-    order = np.argsort(held_until[..., :columns], axis=-1)
-    ends = np.take_along_axis(held_until[..., :columns], order, axis=-1)
-    gpus = np.broadcast_to(held_gpus[..., :columns], ends.shape)
-    freed = np.cumsum(np.take_along_axis(gpus, order, axis=-1), axis=-1)
-    held = freed[..., -1:]
-    # Segment m runs from starts[m] to ends[m] (the last one forever) with free[m] GPUs free.
-    starts = np.concatenate([np.zeros_like(ends[..., :1]), ends], axis=-1)
-    free = np.maximum(cap - np.concatenate([held, held - freed], axis=-1), 0.0)
-    lengths = np.diff(starts, axis=-1)
-    drained_by = np.concatenate(
-        [np.zeros_like(ends[..., :1]), np.cumsum(free[..., :-1] * lengths, axis=-1)], axis=-1
-    )
-    # The segment the work ends in is the last whose start has drained no more than it (a
-    # segment with nothing free drains nothing, so the next one, same start, is later still).
     dtype = queued_work.dtype
-    rate = np.broadcast_to(free[..., :1].astype(dtype), queued_work.shape)
-    begin = np.zeros((), dtype=dtype)
-    before = np.zeros((), dtype=dtype)
-    for m in range(1, columns + 1):
-        reached = drained_by[..., m : m + 1].astype(dtype) <= queued_work
-        rate = np.where(reached, free[..., m : m + 1].astype(dtype), rate)
-        begin = np.where(reached, starts[..., m : m + 1].astype(dtype), begin)
-        before = np.where(reached, drained_by[..., m : m + 1].astype(dtype), before)
+    cap = capacity.astype(dtype)
+    zero = np.zeros((), dtype=dtype)
+    if columns == 0:
+        rate, begin, before = cap, zero, zero
+    else:
+        ends_array = held_until[..., :columns, :].astype(dtype)
+        gpus_array = held_gpus[..., :columns, :].astype(dtype)
+        ends, gpus = _sorted_rows(ends_array, np.broadcast_to(gpus_array, ends_array.shape))
+        # Segment m runs from ends[m - 1] (0 for the first) to ends[m] (the last one forever)
+        # with free[m] GPUs free; drained[m] is what has drained by its start.
+        freed = list(itertools.accumulate(gpus))
+        held = freed[-1]
+        free = [np.maximum(cap - held, 0.0)] + [np.maximum(cap - (held - f), 0.0) for f in freed]
+        starts = [zero, *ends]
+        drained = [zero]
+        for m in range(1, columns + 1):
+            drained.append(drained[-1] + free[m - 1] * (starts[m] - starts[m - 1]))
+        # The segment the work ends in is the last whose start has drained no more than it (a
+        # segment with nothing free drains nothing, so the next one, same start, is later).
+        rate, begin, before = free[0], zero, zero
+        for m in range(1, columns + 1):
+            reached = drained[m] <= queued_work
+            rate = np.where(reached, free[m], rate)
+            begin = np.where(reached, starts[m], begin)
+            before = np.where(reached, drained[m], before)
     at = begin + (queued_work - before) / np.where(rate > 0, rate, 1)
     out = np.where(rate > 0, np.minimum(at, HORIZON_SECONDS), HORIZON_SECONDS)
     return np.where(queued_work > 0, out, 0).astype(dtype)
@@ -245,6 +287,11 @@ class _Batch:
     valid: npt.NDArray[np.bool_]
 
 
+_PADDING = Job(
+    gpus=0, mean_seconds=1.0, sigma=0.0, running=False, checkpoint_seconds=0.0, counts=False
+)
+
+
 def _pack(problems: Sequence[Problem], width: int) -> _Batch:
     """Problems padded to `width` jobs: padding (and a problem with no jobs) is valid=False."""
     # The decision search asks about the same jobs at several capacities: each distinct
@@ -255,35 +302,20 @@ def _pack(problems: Sequence[Problem], width: int) -> _Batch:
         if id(problem.jobs) not in index:
             index[id(problem.jobs)] = len(distinct)
             distinct.append(tuple(problem.jobs))
-    padding = (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     rows = np.array([index[id(p.jobs)] for p in problems])
+    # Job's fields in order: gpus, mean_seconds, sigma, running, checkpoint_seconds, counts.
     fields = np.array(
-        [
-            [
-                (
-                    job.gpus,
-                    max(job.mean_seconds, 1.0),
-                    max(job.sigma, 0.0),
-                    job.running,
-                    max(job.checkpoint_seconds, 0.0),
-                    job.counts,
-                    1.0,
-                )
-                for job in jobs
-            ]
-            + [padding] * (width - len(jobs))
-            for jobs in distinct
-        ],
-        dtype=np.float64,
-    )[rows]
+        [[*jobs, *([_PADDING] * (width - len(jobs)))] for jobs in distinct], dtype=np.float64
+    ).reshape(len(distinct), width, len(Job._fields))[rows]
+    lengths = np.array([len(jobs) for jobs in distinct])[rows]
     return _Batch(
         gpus=fields[:, :, 0],
-        mean=fields[:, :, 1],
-        sigma=fields[:, :, 2],
+        mean=np.maximum(fields[:, :, 1], 1.0),
+        sigma=np.maximum(fields[:, :, 2], 0.0),
         running=fields[:, :, 3] != 0,
-        checkpoint=fields[:, :, 4],
+        checkpoint=np.maximum(fields[:, :, 4], 0.0),
         counts=fields[:, :, 5] != 0,
-        valid=fields[:, :, 6] != 0,
+        valid=np.arange(width) < lengths[:, None],
     )
 
 
@@ -302,14 +334,17 @@ def _delivered_spot(
 
 
 @lru_cache(maxsize=1024)
-def _job_draws(seed: int, samples: int, width: int) -> tuple[FloatArray, FloatArray]:
-    """Runtime and interruption draws; alike for every problem of the same width, so cached."""
+def _job_draws(seed: int, samples: int, width: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Runtime and interruption draws, and the interruption draws' `interruption_floor`, each
+    (job, sample); alike for every problem of the same width, so cached. (Drawn as (sample,
+    job), the order the stream has always been read in.)"""
     rng = np.random.default_rng(seed)
-    normal = rng.standard_normal((samples, width), dtype=np.float32)
-    uniform = rng.random((samples, width), dtype=np.float32)
-    normal.flags.writeable = False
-    uniform.flags.writeable = False
-    return normal, uniform
+    normal = np.ascontiguousarray(rng.standard_normal((samples, width), dtype=np.float32).T)
+    uniform = np.ascontiguousarray(rng.random((samples, width), dtype=np.float32).T)
+    floor = interruption_floor(uniform)
+    for array in (normal, uniform, floor):
+        array.flags.writeable = False
+    return normal, uniform, floor
 
 
 @lru_cache(maxsize=4096)
@@ -331,28 +366,33 @@ def _deadline_finish(
     stuck: npt.NDArray[np.bool_],
 ) -> FloatArray:
     """When the last workload counting toward each deadline is done, per problem and sample
-    (seconds from now: float32 cannot hold epoch seconds to the second; 0 with none left)."""
+    (seconds from now: float32 cannot hold epoch seconds to the second; 0 with none left).
+
+    `effective` is (problem, job, sample): reductions over a problem's jobs are then one
+    operation per job over contiguous samples, and the queued work one matrix product."""
     width = jobs.valid.shape[1]
     running = jobs.running & jobs.valid
     queued = ~jobs.running & jobs.valid & ~stuck
     counted = jobs.counts & jobs.valid
     # Each counted workload is done no earlier than its own runtime after its start (now when
     # it runs, the provisioning latency when it waits) ...
-    start = np.where(jobs.running, 0.0, latency[:, None]).astype(np.float32)
-    own = np.where(stuck, HORIZON_SECONDS, start)[:, None, :] + effective
-    finish = np.max(np.where(counted[:, None, :], own, -np.inf), axis=2)
+    start = np.where(jobs.running, 0.0, latency[:, None])
+    offset = np.where(counted, np.where(stuck, HORIZON_SECONDS, start), -np.inf)
+    finish = np.max(effective + offset.astype(np.float32)[:, :, None], axis=1)
     # ... and the waiting ones no earlier than the queued work up to the last of them has
     # drained (drain times rise with the work, so the last one's is the latest).
     last = np.where(queued & counted, np.arange(width), -1).max(axis=1)
     ahead = queued & (np.arange(width) <= last[:, None])
-    work = np.sum(np.where(ahead[:, None, :], jobs.gpus[:, None, :] * effective, 0.0), axis=2)
+    weights = np.where(ahead, jobs.gpus, 0.0).astype(np.float32)
+    work = np.matmul(weights[:, None, :], effective)[:, 0, :]
+    columns = int(running.sum(axis=1).max(initial=0))
     drained = drain_times(
-        np.where(running[:, None, :], effective, 0.0),
-        np.where(running, jobs.gpus, 0.0)[:, None, :],
-        work[:, :, None],
+        np.where(running[:, :columns, None], effective[:, :columns, :], 0.0),
+        np.where(running, jobs.gpus, 0.0)[:, :columns, None],
+        work,
         capacity,
-        columns=int(running.sum(axis=1).max(initial=0)),
-    )[:, :, 0]
+        columns=columns,
+    )
     finish = np.where((last >= 0)[:, None], np.maximum(finish, drained), finish)
     finish = np.minimum(finish, HORIZON_SECONDS)
     out: FloatArray = np.where(np.isneginf(finish), 0.0, finish)
@@ -405,42 +445,44 @@ def _estimate_batch(
     # decision search sees for it alone come from the same samples.
     z: FloatArray
     v: FloatArray
+    f: FloatArray
     if all(n == width for n in counts):
-        normal, uniform = _job_draws(seed, samples, width)
-        z = normal[None, :, :]
-        v = np.broadcast_to(uniform, (batch, samples, width))
+        normal, uniform, floor = _job_draws(seed, samples, width)
+        z, v, f = normal[None, :, :], uniform[None, :, :], floor[None, :, :]
     else:
-        z = np.zeros((batch, samples, width), dtype=np.float32)
-        v = np.zeros((batch, samples, width), dtype=np.float32)
+        z = np.zeros((batch, width, samples), dtype=np.float32)
+        v = np.zeros((batch, width, samples), dtype=np.float32)
+        f = np.full((batch, width, samples), np.inf, dtype=np.float32)
         for b, n in enumerate(counts):
-            z[b, :, :n], v[b, :, :n] = _job_draws(seed, samples, n)
+            z[b, :n], v[b, :n], f[b, :n] = _job_draws(seed, samples, n)
     delivered = np.zeros((batch, samples))
     availability = np.clip(per_problem("spot_availability"), 0.0, 1.0)
     concentration = np.maximum(per_problem("spot_availability_concentration"), 1e-6)
     for b in range(batch):
         delivered[b] = _spot_draws(seed, samples, float(availability[b]), float(concentration[b]))
 
+    # (problem, job, sample) from here on.
     mu = (np.log(jobs.mean) - jobs.sigma**2 / 2).astype(np.float32)
-    duration = np.exp(mu[:, None, :] + jobs.sigma.astype(np.float32)[:, None, :] * z)
+    duration = np.exp(mu[:, :, None] + jobs.sigma.astype(np.float32)[:, :, None] * z)
     spot_capacity = (delivered * spot[:, None]).astype(np.float32)
     capacity = on_demand[:, None] + spot_capacity  # (problem, sample)
     spot_share = np.divide(spot_capacity, capacity, out=np.zeros_like(capacity), where=capacity > 0)
     nodes = np.ceil(jobs.gpus / per_node[:, None])
-    interruption_rate = (rate[:, None] * nodes).astype(np.float32)[:, None, :] * spot_share[
-        :, :, None
+    interruption_rate = (rate[:, None] * nodes).astype(np.float32)[:, :, None] * spot_share[
+        :, None, :
     ]
-    interruptions = _poisson_inverse(interruption_rate * duration, v)
+    interruptions = _poisson_inverse(interruption_rate * duration, v, f)
     loss = (jobs.checkpoint / 2 + latency[:, None]).astype(np.float32)
-    effective = duration + interruptions * loss[:, None, :]
+    effective = duration + interruptions * loss[:, :, None]
     # A pending workload wider than any flavor it can use never starts, and (BestEffortFIFO)
     # holds up nothing behind it; a running one has its nodes. One that fits a flavor but not
     # the fluid capacity just drains slowly.
     widest = per_problem("widest_gpus")
     stuck = (~jobs.running) & (jobs.gpus > widest[:, None]) & jobs.valid
     deadline_finish = _deadline_finish(jobs, effective, capacity, latency, stuck)
-    counted = (jobs.counts & jobs.valid)[:, None, :]
+    anything_left = np.asarray((jobs.counts & jobs.valid).any(axis=1))
     # Nothing left to finish is never late, even once the cutoff has passed.
-    late = (deadline_finish > (deadline - now)[:, None]) & counted.any(axis=2)
+    late = (deadline_finish > (deadline - now)[:, None]) & anything_left[:, None]
     risk = late.mean(axis=1)
     # Order statistics (no interpolation), both in one call.
     p50, p90 = np.quantile(deadline_finish, [0.5, 0.9], axis=1, method="inverted_cdf").astype(

@@ -115,7 +115,8 @@ def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
     return workload.deadline == deadline.name
 
 
-def _job(workload: WorkloadView, snapshot: Snapshot, project: str, counts: bool) -> Job:
+def _as_jobs(workload: WorkloadView, snapshot: Snapshot, project: str) -> tuple[Job, Job]:
+    """The workload as the model sees it: not counting toward a deadline, and counting."""
     if workload.expected_duration is not None:
         total, sigma = workload.expected_duration, SIGMA_ANNOTATED
     elif project in snapshot.median_runtime:
@@ -123,13 +124,11 @@ def _job(workload: WorkloadView, snapshot: Snapshot, project: str, counts: bool)
     else:
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
-    return Job(
-        gpus=workload.gpus,
-        mean_seconds=remaining,
-        sigma=sigma,
-        running=workload.running,
-        checkpoint_seconds=workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS,
-        counts=counts,
+    checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
+    running = workload.running
+    return (
+        Job(workload.gpus, remaining, sigma, running, checkpoint, False),
+        Job(workload.gpus, remaining, sigma, running, checkpoint, True),
     )
 
 
@@ -265,6 +264,12 @@ class RiskModel:
         """Per project with deadlines, its pending workloads' least slack (`_slack`)."""
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         """Built when an estimate needs them: most projects' estimates are carried."""
+        self._capacities: dict[tuple[str, tuple[str, int] | None], Capacity] = {}
+        """Per split (not shared by `with_quotas`): see `_capacity`."""
+        self._job_of: dict[int, tuple[WorkloadView, Job, Job]] = {}
+        """id(view) -> the view and its job, not counting and counting: each deadline of a
+        project, its queue wait and its slacks read the same workloads. (The view is kept with
+        them, so its id is not reused while the entry stands.)"""
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
         self._by_capacity: dict[tuple[str, str, Capacity], Estimate] = {}
@@ -305,10 +310,15 @@ class RiskModel:
         key = (project, deadline.name)
         if key not in self._jobs:
             ordered = self._queue(project)[: self.snapshot.max_jobs]
-            self._jobs[key] = tuple(
-                _job(w, self.snapshot, project, _counts(w, deadline)) for w in ordered
-            )
+            self._jobs[key] = tuple(self._job(w, project, _counts(w, deadline)) for w in ordered)
         return self._jobs[key]
+
+    def _job(self, workload: WorkloadView, project: str, counts: bool) -> Job:
+        found = self._job_of.get(id(workload))
+        if found is None:
+            found = (workload, *_as_jobs(workload, self.snapshot, project))
+            self._job_of[id(workload)] = found
+        return found[2] if counts else found[1]
 
     def _queue(self, name: str) -> list[WorkloadView]:
         if name not in self._queues:
@@ -341,6 +351,8 @@ class RiskModel:
         other._queues = self._queues
         other._slacks = self._slacks
         other._jobs = self._jobs
+        other._job_of = self._job_of
+        other._capacities = {}
         other._cutoffs = self._cutoffs
         other._answers = {}
         other._by_capacity = self._by_capacity
@@ -385,11 +397,22 @@ class RiskModel:
         override: tuple[str, int] | None = None,
         deadlines: Sequence[Deadline] | None = None,
     ) -> list[tuple[TrainingProject, Deadline, Capacity]]:
-        capacity = project_capacity(self.snapshot, project, override)
+        capacity = self._capacity(project, override)
         return [
             (project, d, capacity)
             for d in (project.spec.deadlines if deadlines is None else deadlines)
         ]
+
+    def _capacity(
+        self, project: TrainingProject, override: tuple[str, int] | None = None
+    ) -> Capacity:
+        """`project_capacity` under this model's split, once per question: the reports and the
+        waits read the current one, the searches of several pools the same shares."""
+        key = (project.name, override)
+        found = self._capacities.get(key)
+        if found is None:
+            found = self._capacities[key] = project_capacity(self.snapshot, project, override)
+        return found
 
     def _open_deadlines(self, project: TrainingProject) -> list[Deadline]:
         """Deadlines still ahead: capacity bought now cannot help one that has passed, so only
@@ -469,13 +492,13 @@ class RiskModel:
         out: dict[str, WaitEstimate] = {}
         asked: list[tuple[str, Capacity, WaitProblem]] = []
         for project in self.snapshot.policy_set.projects:
-            capacity = project_capacity(self.snapshot, project)
+            capacity = self._capacity(project)
             kept = self._carried_waits.get(project.name)
             if kept is not None and kept[0] == capacity:
                 out[project.name] = kept[1]
                 continue
             workloads = self._queue(project.name)
-            jobs = [_job(w, self.snapshot, project.name, False) for w in workloads]
+            jobs = [self._job(w, project.name, False) for w in workloads]
             pending = [w.gpus for w in workloads if w.pending]
             new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
             usable = capacity.on_demand_gpus + capacity.spot_gpus * capacity.spot_availability
@@ -516,7 +539,7 @@ class RiskModel:
         for workload in self.by_project[project.name]:
             if not workload.pending:
                 continue
-            remaining = _job(workload, self.snapshot, project.name, True).mean_seconds
+            remaining = self._job(workload, project.name, True).mean_seconds
             slacks = [
                 self._cutoffs[(project.name, d.name)] - now - remaining
                 for d in open_deadlines

@@ -48,16 +48,23 @@ def estimate_wait(
 def estimate_waits(
     problems: Sequence[WaitProblem], *, samples: int = 500, seed: int = 0
 ) -> list[WaitEstimate]:
-    """Waits of many queues: each sampled alone, their quantiles taken in one call."""
-    out: list[WaitEstimate | None] = []
+    """Waits of many queues: those behind pending work sampled together, a batch per queue
+    length (each queue still draws its own samples, alike whatever else is in the batch),
+    their quantiles taken in one call."""
+    out: list[WaitEstimate | None] = [None] * len(problems)
     sampled: list[tuple[int, np.ndarray]] = []
-    for problem in problems:
-        found = _wait_samples(problem, samples=samples, seed=seed)
-        if isinstance(found, WaitEstimate):
-            out.append(found)
+    behind: dict[int, list[int]] = {}
+    for i, problem in enumerate(problems):
+        found = _without_sampling(problem)
+        if found is not None:
+            out[i] = found
+        elif any(not j.running for j in problem.jobs):
+            behind.setdefault(len(problem.jobs), []).append(i)
         else:
-            sampled.append((len(out), found))
-            out.append(None)
+            sampled.append((i, _until_freed(problem, samples=samples, seed=seed)))
+    for members in behind.values():
+        waits = _behind_pending([problems[i] for i in members], samples=samples, seed=seed)
+        sampled.extend(zip(members, waits, strict=True))
     if sampled:
         stacked = np.minimum(np.stack([waits for _, waits in sampled]), HORIZON_SECONDS)
         p50, p90 = np.quantile(stacked, [0.5, 0.9], axis=1)
@@ -68,50 +75,78 @@ def estimate_waits(
 
 @lru_cache(maxsize=1024)
 def _normal_draws(seed: int, samples: int, width: int) -> np.ndarray:
-    """What a fresh generator of `seed` draws first: alike for every queue of `width` jobs."""
-    draws = np.random.default_rng(seed).standard_normal((samples, width))
+    """What a fresh generator of `seed` draws first, (job, sample): alike for every queue of
+    `width` jobs. (Drawn as (sample, job), the order the stream has always been read in.)"""
+    draws = np.ascontiguousarray(np.random.default_rng(seed).standard_normal((samples, width)).T)
     draws.flags.writeable = False
     return draws
 
 
-def _wait_samples(problem: WaitProblem, *, samples: int, seed: int) -> WaitEstimate | np.ndarray:
-    """The sampled waits, or the answer when it needs no sampling."""
+def _without_sampling(problem: WaitProblem) -> WaitEstimate | None:
+    """The answer when it needs no sampling: none, or never."""
     jobs, capacity_gpus, new_gpus = problem.jobs, problem.capacity_gpus, problem.new_gpus
     running_gpus = sum(j.gpus for j in jobs if j.running)
-    pending = [j for j in jobs if not j.running]
-    if not pending and running_gpus + new_gpus <= capacity_gpus:
+    if all(j.running for j in jobs) and running_gpus + new_gpus <= capacity_gpus:
         return WaitEstimate(0.0, 0.0)
     if capacity_gpus <= 0 or new_gpus > capacity_gpus:
         # It cannot start under this capacity: reported as the model's horizon, so no metric,
         # status field or alert ever reads +Inf.
         return WaitEstimate(HORIZON_SECONDS, HORIZON_SECONDS)
+    return None
 
-    def sample(chosen: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
-        gpus = np.array([j.gpus for j in chosen], dtype=np.float64)
-        mean = np.array([max(j.mean_seconds, 1.0) for j in chosen])
-        sigma = np.array([max(j.sigma, 0.0) for j in chosen])
-        z = _normal_draws(seed, samples, len(chosen))
-        return gpus, np.exp(np.log(mean) - sigma**2 / 2 + sigma * z)
 
-    if pending:
-        # Behind the pending work, which drains through what the running work leaves free.
-        ordered = [j for j in jobs if j.running] + pending
-        gpus, durations = sample(ordered)
-        is_running = np.array([j.running for j in ordered])
-        waits: np.ndarray = drain_times(
-            np.where(is_running, durations, 0.0),
-            np.where(is_running, gpus, 0.0)[None, :],
-            np.where(is_running, 0.0, durations * gpus).sum(axis=1, keepdims=True),
-            np.full(samples, float(capacity_gpus)),
-            columns=int(is_running.sum()),
-        )[:, 0]
-        return waits
-    # Nothing pending: wait until enough running workloads finish to free the GPUs needed.
-    running = [j for j in jobs if j.running]
-    needed = new_gpus - (capacity_gpus - running_gpus)
-    gpus, durations = sample(running)
+def _durations(jobs: Sequence[Sequence[Job]], *, samples: int, seed: int) -> np.ndarray:
+    """Sampled runtimes (queue, job, sample) of queues of one length."""
+    mean = np.array([[max(j.mean_seconds, 1.0) for j in queue] for queue in jobs])
+    sigma = np.array([[max(j.sigma, 0.0) for j in queue] for queue in jobs])
+    z = _normal_draws(seed, samples, len(jobs[0]))
+    out: np.ndarray = np.exp((np.log(mean) - sigma**2 / 2)[:, :, None] + sigma[:, :, None] * z)
+    return out
+
+
+def _behind_pending(problems: Sequence[WaitProblem], *, samples: int, seed: int) -> np.ndarray:
+    """Sampled waits (queue, sample) of queues of one length with work pending: the new
+    workload waits behind the pending work, which drains through what the running work
+    leaves free."""
+    ordered = [
+        [j for j in p.jobs if j.running] + [j for j in p.jobs if not j.running] for p in problems
+    ]
+    durations = _durations(ordered, samples=samples, seed=seed)
+    gpus = np.array([[float(j.gpus) for j in queue] for queue in ordered])
+    running = np.array([[j.running for j in queue] for queue in ordered])
+    columns = int(running.sum(axis=1).max())
+    queued = np.matmul(np.where(running, 0.0, gpus)[:, None, :], durations)[:, 0, :]
+    capacity = np.array([float(p.capacity_gpus) for p in problems])
+    waits: np.ndarray = drain_times(
+        np.where(running[:, :columns, None], durations[:, :columns, :], 0.0),
+        np.where(running, gpus, 0.0)[:, :columns, None],
+        queued,
+        np.broadcast_to(capacity[:, None], queued.shape),
+        columns=columns,
+    )
+    return waits
+
+
+def _until_freed(problem: WaitProblem, *, samples: int, seed: int) -> np.ndarray:
+    """Sampled waits of a queue with nothing pending but too little free: until enough
+    running workloads finish to free the GPUs the new one needs."""
+    jobs = problem.jobs
+    needed = problem.new_gpus - (problem.capacity_gpus - sum(j.gpus for j in jobs))
+    durations = _durations([jobs], samples=samples, seed=seed)[0].T
+    gpus = np.array([float(j.gpus) for j in jobs])
     order = np.argsort(durations, axis=1)
     freed = np.cumsum(gpus[order], axis=1)
     first = np.argmax(freed >= needed, axis=1)
     picked: np.ndarray = np.take_along_axis(durations, order, axis=1)[np.arange(samples), first]
     return picked
+
+
+def _wait_samples(problem: WaitProblem, *, samples: int, seed: int) -> WaitEstimate | np.ndarray:
+    """One queue's sampled waits, or the answer when it needs no sampling."""
+    found = _without_sampling(problem)
+    if found is not None:
+        return found
+    if any(not j.running for j in problem.jobs):
+        waits: np.ndarray = _behind_pending([problem], samples=samples, seed=seed)[0]
+        return waits
+    return _until_freed(problem, samples=samples, seed=seed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from controller import names
@@ -46,11 +47,12 @@ class WorkloadView:
     labels: Mapping[str, str] = field(default_factory=dict)
     past_execution_seconds: float = 0.0
 
-    @property
+    @cached_property
     def running(self) -> bool:
+        """Cached, like `pending`: a pass asks of each workload many times."""
         return self.admitted_at is not None and not self.finished
 
-    @property
+    @cached_property
     def pending(self) -> bool:
         return self.admitted_at is None and not self.finished
 

@@ -14,7 +14,6 @@ xfails, so fixing the bug makes them fail until the mark is removed.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import signal
@@ -29,6 +28,7 @@ import pytest
 
 from controller.risk.deadline import (
     HORIZON_SECONDS,
+    SORT_NETWORK_ROWS,
     Capacity,
     Job,
     Problem,
@@ -62,7 +62,7 @@ def on_demand(gpus: float, *, latency: float = 0.0) -> Capacity:
 
 
 def with_checkpoint(jobs: Sequence[Job], seconds: float) -> tuple[Job, ...]:
-    return tuple(dataclasses.replace(j, checkpoint_seconds=seconds) for j in jobs)
+    return tuple(j._replace(checkpoint_seconds=seconds) for j in jobs)
 
 
 MIXED = (
@@ -616,20 +616,58 @@ def test_drain_times_through_what_running_work_leaves_free(
     capacity: float,
     want: list[float],
 ) -> None:
-    """Hours and GPU-hours (the function is unit-free); running columns first, padded."""
-    width = max(len(held_until), len(work))
+    """Hours and GPU-hours (the function is unit-free): one row per running workload, the
+    amounts of queued work along the sample axis (each drains alone)."""
 
-    def row(values: list[float]) -> np.ndarray:
-        return np.array([[values + [0.0] * (width - len(values))]], dtype=np.float32)
+    def rows(values: list[float]) -> np.ndarray:
+        return np.array([[[v] for v in values]], dtype=np.float32).reshape(1, len(values), 1)
 
+    queued = np.array([work], dtype=np.float32)
     got = drain_times(
-        row(held_until),
-        row(held_gpus),
-        row(work),
-        np.array([[capacity]], dtype=np.float32),
+        rows(held_until),
+        rows(held_gpus),
+        queued,
+        np.full(queued.shape, capacity, dtype=np.float32),
         columns=len(held_until),
     )
-    assert got[0, 0, : len(want)].tolist() == pytest.approx(want)
+    assert got[0].tolist() == pytest.approx(want)
+
+
+@pytest.mark.parametrize("running", [3, SORT_NETWORK_ROWS + 2])
+def test_drain_times_order_running_work_by_its_finish(running: int) -> None:
+    """Rows in any order, few (compare-exchange) or many (argsort): the same drain as with
+    the rows sorted by hand, sample by sample."""
+    rng = np.random.default_rng(3)
+    samples = 50
+    ends = rng.random((2, running, samples)).astype(np.float32) * 10
+    gpus = rng.integers(1, 4, (2, running, 1)).astype(np.float32)
+    queued = rng.random((2, samples)).astype(np.float32) * 40
+    capacity = np.full((2, samples), 6.0, dtype=np.float32)
+    got = drain_times(ends, gpus, queued, capacity, columns=running)
+    for b in range(2):
+        for s in range(samples):
+            order = np.argsort(ends[b, :, s])
+            one = drain_times(
+                ends[b, order, s].reshape(1, running, 1),
+                gpus[b, order, 0].reshape(1, running, 1),
+                queued[b, s].reshape(1, 1),
+                capacity[b, s].reshape(1, 1),
+                columns=running,
+            )
+            assert got[b, s] == pytest.approx(float(one[0, 0]), rel=1e-6)
+            # By hand: step through the segments between finishes.
+            t, left, held = 0.0, float(queued[b, s]), float(gpus[b, :, 0].sum())
+            for i in order:
+                free = max(6.0 - held, 0.0)
+                span = float(ends[b, i, s]) - t
+                if free * span >= left:
+                    break
+                left -= free * span
+                t, held = float(ends[b, i, s]), held - float(gpus[b, i, 0])
+            else:
+                free = max(6.0 - held, 0.0)
+            want = t + left / free if left > 0 else 0.0
+            assert float(got[b, s]) == pytest.approx(want, rel=1e-4)
 
 
 def test_a_running_job_wider_than_the_capacity_still_finishes() -> None:
