@@ -99,8 +99,9 @@ POISSON_STEPS = 4
 POISSON_BLOCKS = (8, 16, 32, 64, 128)
 """Then this many steps at once, block after block (the last size repeating): one array
 operation over (draws, steps) for walks a long job on spot makes, a hundred steps or more."""
-SORT_NETWORK_ROWS = 6
-"""Running workloads up to this many are ordered by compare-exchange, more by `argsort`."""
+SORT_NETWORK_ROWS = 4
+"""Running workloads up to this many are drained row by row, ordered by compare-exchange;
+more, in arrays over all of them at once, ordered by `argsort`."""
 
 
 @lru_cache(maxsize=64)
@@ -201,15 +202,10 @@ def _poisson_inverse(
 
 
 def _sorted_rows(ends: FloatArray, gpus: FloatArray) -> tuple[list[FloatArray], list[FloatArray]]:
-    """The rows of `ends` (along axis -2) in ascending order, elementwise, and `gpus` carried
-    with them. A few rows (the common case: a project runs a handful of workloads) are put in
-    order by compare-exchange; numpy's sort of many tiny rows costs a call per row."""
+    """The rows of `ends` (along axis -2) in ascending order, elementwise, by compare-exchange,
+    and `gpus` carried with them: for a few rows, fewer operations than a sort that costs a
+    call per row of samples."""
     rows = ends.shape[-2]
-    if rows > SORT_NETWORK_ROWS:
-        order = np.argsort(ends, axis=-2)
-        ends = np.take_along_axis(ends, order, axis=-2)
-        gpus = np.take_along_axis(gpus, order, axis=-2)
-        return [ends[..., i, :] for i in range(rows)], [gpus[..., i, :] for i in range(rows)]
     e = [ends[..., i, :] for i in range(rows)]
     g = [gpus[..., i, :] for i in range(rows)]
     for top in range(rows - 1, 0, -1):
@@ -218,6 +214,60 @@ def _sorted_rows(ends: FloatArray, gpus: FloatArray) -> tuple[list[FloatArray], 
             e[i], e[i + 1] = np.minimum(e[i], e[i + 1]), np.maximum(e[i], e[i + 1])
             g[i], g[i + 1] = np.where(swap, g[i + 1], g[i]), np.where(swap, g[i], g[i + 1])
     return e, g
+
+
+def _drain_segment_rows(
+    ends_array: FloatArray, gpus_array: FloatArray, queued_work: FloatArray, cap: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """`_drain_segment_array` one row at a time: for a few running workloads, over many
+    samples, fewer and cheaper operations."""
+    zero = np.zeros((), dtype=queued_work.dtype)
+    ends, gpus = _sorted_rows(ends_array, gpus_array)
+    # Segment m runs from ends[m - 1] (0 for the first) to ends[m] (the last one forever)
+    # with free[m] GPUs free; drained[m] is what has drained by its start.
+    freed = list(itertools.accumulate(gpus))
+    held = freed[-1]
+    free = [np.maximum(cap - held, 0.0)] + [np.maximum(cap - (held - f), 0.0) for f in freed]
+    starts = [zero, *ends]
+    drained = [zero]
+    for m in range(1, len(ends) + 1):
+        drained.append(drained[-1] + free[m - 1] * (starts[m] - starts[m - 1]))
+    # The segment the work ends in is the last whose start has drained no more than it (a
+    # segment with nothing free drains nothing, so the next one, same start, is later).
+    rate, begin, before = free[0], zero, zero
+    for m in range(1, len(ends) + 1):
+        reached = drained[m] <= queued_work
+        rate = np.where(reached, free[m], rate)
+        begin = np.where(reached, starts[m], begin)
+        before = np.where(reached, drained[m], before)
+    return rate, begin, before
+
+
+def _drain_segment_array(
+    ends_array: FloatArray, gpus_array: FloatArray, queued_work: FloatArray, cap: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The segment of the running work's finishes in which the queued work has drained: its
+    free GPUs, its start, and what had drained by then (rows along axis -2)."""
+    order = np.argsort(ends_array, axis=-2)
+    ends = np.take_along_axis(ends_array, order, axis=-2)
+    freed = np.cumsum(np.take_along_axis(gpus_array, order, axis=-2), axis=-2)
+    held = freed[..., -1:, :]
+    zero = np.zeros_like(ends[..., :1, :])
+    # Segment m runs from starts[m] to starts[m + 1] (the last one forever) with free[m] GPUs
+    # free; drained[m] is what has drained by its start, which never falls as m rises.
+    free = np.maximum(cap[..., None, :] - np.concatenate([held, held - freed], axis=-2), 0.0)
+    starts = np.concatenate([zero, ends], axis=-2)
+    drained = np.concatenate(
+        [zero, np.cumsum(free[..., :-1, :] * np.diff(starts, axis=-2), axis=-2)], axis=-2
+    )
+    # The last segment whose start has drained no more than the work (a segment with nothing
+    # free drains nothing, so the next one, same start, is later still).
+    last = (drained <= queued_work[..., None, :]).sum(axis=-2, keepdims=True) - 1
+    return (
+        np.take_along_axis(free, last, axis=-2)[..., 0, :],
+        np.take_along_axis(starts, last, axis=-2)[..., 0, :],
+        np.take_along_axis(drained, last, axis=-2)[..., 0, :],
+    )
 
 
 def drain_times(
@@ -250,25 +300,11 @@ def drain_times(
         rate, begin, before = cap, zero, zero
     else:
         ends_array = held_until[..., :columns, :].astype(dtype)
-        gpus_array = held_gpus[..., :columns, :].astype(dtype)
-        ends, gpus = _sorted_rows(ends_array, np.broadcast_to(gpus_array, ends_array.shape))
-        # Segment m runs from ends[m - 1] (0 for the first) to ends[m] (the last one forever)
-        # with free[m] GPUs free; drained[m] is what has drained by its start.
-        freed = list(itertools.accumulate(gpus))
-        held = freed[-1]
-        free = [np.maximum(cap - held, 0.0)] + [np.maximum(cap - (held - f), 0.0) for f in freed]
-        starts = [zero, *ends]
-        drained = [zero]
-        for m in range(1, columns + 1):
-            drained.append(drained[-1] + free[m - 1] * (starts[m] - starts[m - 1]))
-        # The segment the work ends in is the last whose start has drained no more than it (a
-        # segment with nothing free drains nothing, so the next one, same start, is later).
-        rate, begin, before = free[0], zero, zero
-        for m in range(1, columns + 1):
-            reached = drained[m] <= queued_work
-            rate = np.where(reached, free[m], rate)
-            begin = np.where(reached, starts[m], begin)
-            before = np.where(reached, drained[m], before)
+        gpus_array = np.broadcast_to(held_gpus[..., :columns, :].astype(dtype), ends_array.shape)
+        if columns <= SORT_NETWORK_ROWS:
+            rate, begin, before = _drain_segment_rows(ends_array, gpus_array, queued_work, cap)
+        else:
+            rate, begin, before = _drain_segment_array(ends_array, gpus_array, queued_work, cap)
     at = begin + (queued_work - before) / np.where(rate > 0, rate, 1)
     out = np.where(rate > 0, np.minimum(at, HORIZON_SECONDS), HORIZON_SECONDS)
     return np.where(queued_work > 0, out, 0).astype(dtype)

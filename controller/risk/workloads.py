@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from controller import names
@@ -47,12 +46,11 @@ class WorkloadView:
     labels: Mapping[str, str] = field(default_factory=dict)
     past_execution_seconds: float = 0.0
 
-    @cached_property
+    @property
     def running(self) -> bool:
-        """Cached, like `pending`: a pass asks of each workload many times."""
         return self.admitted_at is not None and not self.finished
 
-    @cached_property
+    @property
     def pending(self) -> bool:
         return self.admitted_at is None and not self.finished
 

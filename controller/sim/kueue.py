@@ -188,6 +188,22 @@ class _Queue:
     parked: set[int] = field(default_factory=set)
     """Pending workloads set aside after they did not fit (BestEffortFIFO's inadmissible)."""
     admitted: set[int] = field(default_factory=set)
+    ranked: dict[str, dict[int, set[int]]] = field(default_factory=dict)
+    """The admitted workloads by flavor and effective priority: preemption asks for those
+    below a priority on one flavor, often none, and need not look at the rest."""
+
+    def rank(self, workload: Workload) -> None:
+        assert workload.flavor is not None
+        by_priority = self.ranked.setdefault(workload.flavor, {})
+        by_priority.setdefault(workload.effective_priority, set()).add(workload.key)
+
+    def unrank(self, workload: Workload) -> None:
+        assert workload.flavor is not None
+        by_priority = self.ranked[workload.flavor]
+        keys = by_priority[workload.effective_priority]
+        keys.discard(workload.key)
+        if not keys:
+            del by_priority[workload.effective_priority]
 
 
 _Fit = tuple[int, tuple[str, bool] | None]
@@ -239,6 +255,7 @@ class Kueue:
                 heap=previous.heap if previous else [],
                 parked=previous.parked if previous else set(),
                 admitted=previous.admitted if previous else set(),
+                ranked=previous.ranked if previous else {},
             )
         for name in old.keys() - self._queues.keys():
             gone = old[name]
@@ -314,9 +331,14 @@ class Kueue:
         workload = self.workloads[key]
         if workload.boost == boost:
             return
+        admitted = workload.admitted_at is not None
+        if admitted:
+            self._queues[workload.queue].unrank(workload)
         workload.boost = boost
         self._generation += 1
-        if workload.admitted_at is None:
+        if admitted:
+            self._queues[workload.queue].rank(workload)
+        else:
             queue = self._queues[workload.queue]
             if key not in queue.parked:
                 queue.heap = [e for e in queue.heap if e[2] != key]
@@ -378,6 +400,7 @@ class Kueue:
         queue = self._queues[workload.queue]
         assert workload.flavor is not None
         queue.admitted.discard(workload.key)
+        queue.unrank(workload)
         queue.node.remove(workload.flavor, workload.gpus)
         self._generation += 1
         self.release_parked(_root(queue.node))
@@ -498,6 +521,7 @@ class Kueue:
         workload.flavor = flavor
         workload.admitted_at = now
         queue.admitted.add(workload.key)
+        queue.rank(workload)
         queue.node.add(flavor, workload.gpus)
         self._generation += 1
         return Admission(workload.key, flavor, borrowed, victims)
@@ -508,7 +532,7 @@ class Kueue:
         if workload.gpus > self._potential(queue.node, flavor):
             return None
         candidates = self._candidates(queue, workload, flavor)
-        if not candidates:
+        if not candidates or not self._room_with_all(queue.node, flavor, workload.gpus, candidates):
             return None
         # Other queues first, lowest effective priority, most recently admitted, then by key:
         # a total order, so the keys computed once give the order a key function would.
@@ -553,6 +577,16 @@ class Kueue:
             self._queues[victim.queue].node.add(flavor, victim.gpus)
         return [key for key, _ in removed]
 
+    def _room_with_all(
+        self, node: _Node, flavor: str, gpus: int, candidates: Sequence[tuple[int, bool]]
+    ) -> bool:
+        """Whether evicting every candidate could leave `gpus` available. Evicting GPUs raises
+        what a node has available by at most as many, so when even all of them fall short no
+        set of victims makes room, and the search need not evict them one by one to find out
+        (most searches that fail, fail so)."""
+        workloads = self.workloads
+        return node.available(flavor) + sum(workloads[key].gpus for key, _ in candidates) >= gpus
+
     @staticmethod
     def _fits_after(
         node: _Node, flavor: str, gpus: int, removed: Sequence[tuple[int, bool]]
@@ -583,7 +617,7 @@ class Kueue:
             out.extend(
                 (key, False)
                 for key in self._allowed(
-                    queue.admitted,
+                    queue,
                     spec.within_cluster_queue,
                     flavor=flavor,
                     priority=priority,
@@ -604,7 +638,7 @@ class Kueue:
         while ancestor is not None:
             for other_queue in self._borrowing_queues(ancestor, flavor, skip=previous):
                 for key in self._allowed(
-                    other_queue.admitted,
+                    other_queue,
                     reclaim,
                     flavor=flavor,
                     priority=priority,
@@ -620,30 +654,23 @@ class Kueue:
         return out
 
     def _allowed(
-        self, keys: Iterable[int], policy: str, *, flavor: str, priority: int, queued_at: float
+        self, queue: _Queue, policy: str, *, flavor: str, priority: int, queued_at: float
     ) -> list[int]:
-        """The admitted workloads of `keys` (in their order) on `flavor` that `policy` lets a
-        preemptor of effective `priority`, queued at `queued_at`, evict."""
-        workloads = self.workloads
+        """The admitted workloads of `queue` on `flavor` that `policy` lets a preemptor of
+        effective `priority`, queued at `queued_at`, evict (in no particular order: the
+        victims are put in a total order after)."""
+        ranked = queue.ranked.get(flavor)
+        if not ranked:
+            return []
         if policy == ANY:
-            return [k for k in keys if workloads[k].flavor == flavor]
-        if policy == LOWER_PRIORITY:
-            return [
-                k
-                for k in keys
-                if (w := workloads[k]).flavor == flavor and w.priority + w.boost < priority
-            ]
+            return [k for keys in ranked.values() for k in keys]
+        if policy not in (LOWER_PRIORITY, LOWER_OR_NEWER_EQUAL):
+            return []
+        out = [k for p, keys in ranked.items() if p < priority for k in keys]
         if policy == LOWER_OR_NEWER_EQUAL:
-            return [
-                k
-                for k in keys
-                if (w := workloads[k]).flavor == flavor
-                and (
-                    (p := w.priority + w.boost) < priority
-                    or (p == priority and w.queued_at > queued_at)
-                )
-            ]
-        return []
+            workloads = self.workloads
+            out.extend(k for k in ranked.get(priority, ()) if workloads[k].queued_at > queued_at)
+        return out
 
     def _borrowing_queues(self, cohort: _Node, flavor: str, *, skip: _Node) -> list[_Queue]:
         """Queues under `cohort`, outside `skip`, in subtrees above their nominal quota."""

@@ -3,7 +3,8 @@
 The engine, the Kueue model and the Karpenter model keep indexes so that a settle need not
 scan every job and node: the jobs a pass observes, each flavor's Ready nodes, the GPUs each
 NodePool provisions, the placeholders each pool runs, the binds known to fail until a node
-changes, each quota node's cached headroom, and the pending counts. Each is checked here,
+changes, each quota node's cached headroom, each queue's admitted workloads by flavor and priority,
+and the pending counts. Each is checked here,
 after every event and every settle of whole runs of `test_engine`'s random scenario (with a
 warm pool, so placeholders come and go), against what it stands for, recomputed from scratch.
 """
@@ -111,6 +112,15 @@ def kueue_mismatches(kueue: kueue_model.Kueue) -> Iterator[str]:
         for flavor in flavors:
             if node.available(flavor) != reference_available(node, flavor):
                 yield f"available {flavor} of {node.name}"
+    for name, queue in kueue._queues.items():
+        ranked: dict[str, dict[int, set[int]]] = {}
+        for key in queue.admitted:
+            workload = kueue.workloads[key]
+            assert workload.flavor is not None
+            by_priority = ranked.setdefault(workload.flavor, {})
+            by_priority.setdefault(workload.priority + workload.boost, set()).add(key)
+        if {f: p for f, p in queue.ranked.items() if p} != ranked:
+            yield f"admitted workloads of {name} by flavor and priority"
     pending = kueue.pending()
     if kueue.pending_count() != len(pending):
         yield "pending count"
