@@ -49,6 +49,10 @@ class Observation:
     max_jobs: int | None = None
     """At most this many of a project's workloads, in admission order, enter each estimate
     (the simulator's bound on cost; the controller uses all of them)."""
+    predict_waits: bool = True
+    """Whether the plan predicts each queue's wait. The predictions feed only the
+    predicted-wait metric, no decision: the simulator, which publishes no metrics, skips
+    them."""
     carried: Carry | None = field(default=None, compare=False, repr=False)
     """What the last pass made (`CapacityPlan.carried`), reused where its inputs did not
     change; not part of what the pass decides on, only of what it costs."""

@@ -53,6 +53,7 @@ class CapacityPlan:
     rendered: Rendered
     deadlines: tuple[DeadlineReport, ...]
     waits: Mapping[str, WaitEstimate]
+    """Per project, its queue's predicted wait (none when the observation asked for none)."""
     pending_gpus: Mapping[str, int]
     pending_workloads: Mapping[str, int]
     demand_gpus: Mapping[str, float]
@@ -342,7 +343,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         targets=targets,
         rendered=rendered,
         deadlines=reports,
-        waits=final.waits(),
+        waits=final.waits() if observation.predict_waits else {},
         pending_gpus=final.pending_gpus(),
         pending_workloads=pending_counts,
         demand_gpus={p: running_by_pool[p] + pending_by_pool[p] for p in running_by_pool},

@@ -394,6 +394,18 @@ def _spot_draws(seed: int, samples: int, availability: float, concentration: flo
     return spot
 
 
+def _waiting_ahead(
+    jobs: _Batch, stuck: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """Per problem, its last counted workload that waits (-1 for none), and the waiting
+    workloads up to it: the queued work its deadline waits for."""
+    width = jobs.valid.shape[1]
+    queued = ~jobs.running & jobs.valid & ~stuck
+    last = np.where(queued & jobs.counts, np.arange(width), -1).max(axis=1)
+    ahead = queued & (np.arange(width) <= last[:, None])
+    return last, ahead
+
+
 def _deadline_finish(
     jobs: _Batch,
     effective: FloatArray,
@@ -406,9 +418,7 @@ def _deadline_finish(
 
     `effective` is (problem, job, sample): reductions over a problem's jobs are then one
     operation per job over contiguous samples, and the queued work one matrix product."""
-    width = jobs.valid.shape[1]
     running = jobs.running & jobs.valid
-    queued = ~jobs.running & jobs.valid & ~stuck
     counted = jobs.counts & jobs.valid
     # Each counted workload is done no earlier than its own runtime after its start (now when
     # it runs, the provisioning latency when it waits) ...
@@ -417,19 +427,26 @@ def _deadline_finish(
     finish = np.max(effective + offset.astype(np.float32)[:, :, None], axis=1)
     # ... and the waiting ones no earlier than the queued work up to the last of them has
     # drained (drain times rise with the work, so the last one's is the latest).
-    last = np.where(queued & counted, np.arange(width), -1).max(axis=1)
-    ahead = queued & (np.arange(width) <= last[:, None])
-    weights = np.where(ahead, jobs.gpus, 0.0).astype(np.float32)
-    work = np.matmul(weights[:, None, :], effective)[:, 0, :]
-    columns = int(running.sum(axis=1).max(initial=0))
-    drained = drain_times(
-        np.where(running[:, :columns, None], effective[:, :columns, :], 0.0),
-        np.where(running, jobs.gpus, 0.0)[:, :columns, None],
-        work,
-        capacity,
-        columns=columns,
-    )
-    finish = np.where((last >= 0)[:, None], np.maximum(finish, drained), finish)
+    last, ahead = _waiting_ahead(jobs, stuck)
+    waiting = np.flatnonzero(last >= 0)
+    if waiting.size:
+        # Only deadlines with counted work waiting need the drain (picked out only when some
+        # are left out: picking copies).
+        rows: npt.NDArray[np.intp] | slice = waiting if waiting.size < len(last) else slice(None)
+        on = running[rows]
+        work = np.matmul(
+            np.where(ahead[rows], jobs.gpus[rows], 0.0).astype(np.float32)[:, None, :],
+            effective[rows],
+        )[:, 0, :]
+        columns = int(on.sum(axis=1).max(initial=0))
+        drained = drain_times(
+            np.where(on[:, :columns, None], effective[rows, :columns, :], 0.0),
+            np.where(on, jobs.gpus[rows], 0.0)[:, :columns, None],
+            work,
+            capacity[rows],
+            columns=columns,
+        )
+        finish[rows] = np.maximum(finish[rows], drained)
     finish = np.minimum(finish, HORIZON_SECONDS)
     out: FloatArray = np.where(np.isneginf(finish), 0.0, finish)
     return out
@@ -503,18 +520,23 @@ def _estimate_batch(
     spot_capacity = (delivered * spot[:, None]).astype(np.float32)
     capacity = on_demand[:, None] + spot_capacity  # (problem, sample)
     spot_share = np.divide(spot_capacity, capacity, out=np.zeros_like(capacity), where=capacity > 0)
-    nodes = np.ceil(jobs.gpus / per_node[:, None])
+    # A pending workload wider than any flavor it can use never starts, and (BestEffortFIFO)
+    # holds up nothing behind it; a running one has its nodes. One that fits a flavor but not
+    # the fluid capacity just drains slowly.
+    widest = per_problem("widest_gpus")
+    stuck = (~jobs.running) & (jobs.gpus > widest[:, None]) & jobs.valid
+    # Interruptions are drawn only for the workloads a finish reads: running ones (they hold
+    # GPUs), counted ones, and those queued ahead of the last counted one that waits. The
+    # rest queue behind the deadline's work and never touch it.
+    _, ahead = _waiting_ahead(jobs, stuck)
+    read = jobs.valid & ~stuck & (jobs.running | jobs.counts | ahead)
+    nodes = np.ceil(jobs.gpus / per_node[:, None]) * read
     interruption_rate = (rate[:, None] * nodes).astype(np.float32)[:, :, None] * spot_share[
         :, None, :
     ]
     interruptions = _poisson_inverse(interruption_rate * duration, v, f)
     loss = (jobs.checkpoint / 2 + latency[:, None]).astype(np.float32)
     effective = duration + interruptions * loss[:, :, None]
-    # A pending workload wider than any flavor it can use never starts, and (BestEffortFIFO)
-    # holds up nothing behind it; a running one has its nodes. One that fits a flavor but not
-    # the fluid capacity just drains slowly.
-    widest = per_problem("widest_gpus")
-    stuck = (~jobs.running) & (jobs.gpus > widest[:, None]) & jobs.valid
     deadline_finish = _deadline_finish(jobs, effective, capacity, latency, stuck)
     anything_left = np.asarray((jobs.counts & jobs.valid).any(axis=1))
     # Nothing left to finish is never late, even once the cutoff has passed.

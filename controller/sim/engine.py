@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -149,6 +150,17 @@ class _Job:
     since: float = 0.0
     after: str | None = None
     """Why it last stopped (interrupted or preempted): later waits count toward that."""
+    view: tuple[tuple[object, ...], WorkloadView] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """The Workload view a pass last observed, with what it was made from: a pass rebuilds
+    only the views of jobs that changed (a pending job's seldom does)."""
+
+    @cached_property
+    def label(self) -> str | None:
+        """The deadline bin it counts toward, named for the bin."""
+        deadline = self.spec.deadline
+        return None if deadline is None else f"d{int(deadline // DEADLINE_BIN)}"
 
     @property
     def gpus(self) -> int:
@@ -421,6 +433,7 @@ class Replay:
             applied=self.applied,
             seed=self.seed,
             max_jobs=SIM_MAX_JOBS,
+            predict_waits=False,
         )
 
     def _claims(self) -> list[NodeClaimView]:
@@ -444,8 +457,7 @@ class Replay:
         return claims
 
     def _label(self, job: _Job) -> str | None:
-        deadline = job.spec.deadline
-        return None if deadline is None else f"d{int(deadline // DEADLINE_BIN)}"
+        return job.label
 
     def _active_jobs(self) -> list[_Job]:
         """The jobs a pass observes, in trace order."""
@@ -454,10 +466,12 @@ class Replay:
     def _workload_views(self, active: Sequence[_Job] | None = None) -> list[WorkloadView]:
         views = []
         for job in self._active_jobs() if active is None else active:
-            spec = job.spec
             admitted = job.admitted_at is not None
-            views.append(
-                WorkloadView(
+            past = job.checkpointed(self.now) if job.state == "running" else job.progress
+            made_from = (job.admitted_at, job.preemptions, job.flavor, past)
+            if job.view is None or job.view[0] != made_from:
+                spec = job.spec
+                view = WorkloadView(
                     namespace=job.namespace,
                     name=spec.job_id,
                     queue=spec.project,
@@ -470,12 +484,11 @@ class Replay:
                     flavors=(job.flavor,) if admitted and job.flavor else (),
                     expected_duration=spec.expected_duration,
                     checkpoint_interval=spec.checkpoint_seconds,
-                    deadline=self._label(job),
-                    past_execution_seconds=job.checkpointed(self.now)
-                    if job.state == "running"
-                    else job.progress,
+                    deadline=job.label,
+                    past_execution_seconds=past,
                 )
-            )
+                job.view = (made_from, view)
+            views.append(job.view[1])
         return views
 
     def _decision_view(self) -> tuple[PolicySet, list[WorkloadView]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -165,6 +166,23 @@ def test_plan_is_deterministic_for_a_seed(seed: int) -> None:
     assert risks != {(d.project, d.deadline): d.estimate.risk for d in other.deadlines}, (
         "another seed draws other samples"
     )
+
+
+def test_a_plan_without_wait_predictions_decides_the_same() -> None:
+    """The simulator asks for no predicted waits (it publishes no metrics): nothing the
+    plan decides, renders or reports otherwise may change."""
+    world = [*CRUNCH, *background(2)]
+    observation = Observation(
+        BOOSTING, states={}, workloads=world, node_claims=[], history=History(), now=FIXED_NOW
+    )
+
+    full = plan_capacity(observation)
+    lean = plan_capacity(replace(observation, predict_waits=False))
+
+    assert set(full.waits) == {p.name for p in BOOSTING.projects}
+    assert lean.waits == {}
+    assert replace(lean, waits=full.waits) == full
+    assert lean.rendered.objects == full.rendered.objects
 
 
 # ------------------------------------------------------------------------------- boosts
