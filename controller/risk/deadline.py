@@ -157,7 +157,7 @@ def _poisson_inverse(
         floor = interruption_floor(uniform)
     counts = np.zeros(rate.shape, dtype=rate.dtype)
     flat_counts = counts.reshape(-1)
-    # The few draws a float32 comparison cannot rule out are decided in float64.
+    # The draws a float32 comparison cannot rule out are decided in float64.
     todo = np.flatnonzero(rate >= floor)
     if todo.size == 0:
         return counts
