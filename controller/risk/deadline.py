@@ -412,12 +412,15 @@ def _deadline_finish(
     capacity: FloatArray,
     latency: FloatArray,
     stuck: npt.NDArray[np.bool_],
+    *,
+    waiting: tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]],
 ) -> FloatArray:
     """When the last workload counting toward each deadline is done, per problem and sample
     (seconds from now: float32 cannot hold epoch seconds to the second; 0 with none left).
 
     `effective` is (problem, job, sample): reductions over a problem's jobs are then one
-    operation per job over contiguous samples, and the queued work one matrix product."""
+    operation per job over contiguous samples, and the queued work one matrix product.
+    `waiting` is `_waiting_ahead(jobs, stuck)`."""
     running = jobs.running & jobs.valid
     counted = jobs.counts & jobs.valid
     # Each counted workload is done no earlier than its own runtime after its start (now when
@@ -427,12 +430,12 @@ def _deadline_finish(
     finish = np.max(effective + offset.astype(np.float32)[:, :, None], axis=1)
     # ... and the waiting ones no earlier than the queued work up to the last of them has
     # drained (drain times rise with the work, so the last one's is the latest).
-    last, ahead = _waiting_ahead(jobs, stuck)
-    waiting = np.flatnonzero(last >= 0)
-    if waiting.size:
+    last, ahead = waiting
+    drains = np.flatnonzero(last >= 0)
+    if drains.size:
         # Only deadlines with counted work waiting need the drain (picked out only when some
         # are left out: picking copies).
-        rows: npt.NDArray[np.intp] | slice = waiting if waiting.size < len(last) else slice(None)
+        rows: npt.NDArray[np.intp] | slice = drains if drains.size < len(last) else slice(None)
         on = running[rows]
         work = np.matmul(
             np.where(ahead[rows], jobs.gpus[rows], 0.0).astype(np.float32)[:, None, :],
@@ -528,8 +531,8 @@ def _estimate_batch(
     # Interruptions are drawn only for the workloads a finish reads: running ones (they hold
     # GPUs), counted ones, and those queued ahead of the last counted one that waits. The
     # rest queue behind the deadline's work and never touch it.
-    _, ahead = _waiting_ahead(jobs, stuck)
-    read = jobs.valid & ~stuck & (jobs.running | jobs.counts | ahead)
+    waiting = _waiting_ahead(jobs, stuck)
+    read = jobs.valid & ~stuck & (jobs.running | jobs.counts | waiting[1])
     nodes = np.ceil(jobs.gpus / per_node[:, None]) * read
     interruption_rate = (rate[:, None] * nodes).astype(np.float32)[:, :, None] * spot_share[
         :, None, :
@@ -537,7 +540,7 @@ def _estimate_batch(
     interruptions = _poisson_inverse(interruption_rate * duration, v, f)
     loss = (jobs.checkpoint / 2 + latency[:, None]).astype(np.float32)
     effective = duration + interruptions * loss[:, :, None]
-    deadline_finish = _deadline_finish(jobs, effective, capacity, latency, stuck)
+    deadline_finish = _deadline_finish(jobs, effective, capacity, latency, stuck, waiting=waiting)
     anything_left = np.asarray((jobs.counts & jobs.valid).any(axis=1))
     # Nothing left to finish is never late, even once the cutoff has passed.
     late = (deadline_finish > (deadline - now)[:, None]) & anything_left[:, None]

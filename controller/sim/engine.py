@@ -456,9 +456,6 @@ class Replay:
         self.karpenter.interrupted.clear()
         return claims
 
-    def _label(self, job: _Job) -> str | None:
-        return job.label
-
     def _active_jobs(self) -> list[_Job]:
         """The jobs a pass observes, in trace order."""
         return [self.jobs[i] for i in sorted(self.active)]
@@ -498,7 +495,7 @@ class Replay:
         groups: dict[str, dict[str, float]] = {}
         for job in active:
             if job.spec.deadline is not None:
-                label = self._label(job)
+                label = job.label
                 assert label is not None
                 bins = groups.setdefault(job.spec.project, {})
                 bins[label] = min(bins.get(label, job.spec.deadline), job.spec.deadline)
@@ -812,7 +809,7 @@ class Replay:
         when it was made (submitted, unfinished) finish by the cutoff?"""
         members: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for job in self.jobs:
-            label = self._label(job)
+            label = job.label
             if label is not None:
                 finish = job.finish if job.finish is not None else math.inf
                 members.setdefault((job.spec.project, label), []).append((job.spec.submit, finish))
