@@ -70,7 +70,8 @@ T = TypeVar("T")
 DEFAULT_WRITE_WORKERS = 8
 """Writes in flight at once (creates of one kind, project statuses, priority boosts): a first
 pass at 1,000 projects writes 7,500 times; 8 at once readied it in 38 s against a 2-core
-control plane where 4 took 43 s, and more mostly queue at the API server."""
+control plane where 4 took 43 s (both through the bench's proxy). Straight to the API server
+8 take 30-32 s and 16 were no faster (30.2 s): the server's CPU is what is left to wait on."""
 
 
 class NotLeaderError(Exception):
