@@ -111,6 +111,11 @@ def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
     ):
         if since is not None:
             lines.append(f"  {label} {format_time(since)}")
+    if pool.flaps:
+        lines.append(
+            f"  raised again soon after a lower {pool.flaps}x: the cooldown before the next "
+            f"step back is doubled {pool.flaps}x"
+        )
     if pool.deferred_tiers:
         lines.append(f"  deferred tiers (no borrowing): {', '.join(pool.deferred_tiers)}")
     if pool.last_decision is not None:

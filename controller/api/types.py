@@ -1015,6 +1015,22 @@ class PoolStatus:
     last_change: datetime | None = field(
         default=None, metadata=meta("lastChange is when the mix last moved.", format="date-time")
     )
+    last_lower: datetime | None = field(
+        default=None,
+        metadata=meta(
+            "lastLower is when the pool's on-demand GPUs last went down.", format="date-time"
+        ),
+    )
+    flaps: int | None = field(
+        default=None,
+        metadata=meta(
+            "flaps counts raises that came soon after a lower, net of those that did not; "
+            "each doubles cooldownSeconds before the next step back (at most 4 times). "
+            "Absent when none.",
+            minimum=0,
+            maximum=4,
+        ),
+    )
     deferred_tiers: tuple[str, ...] = field(
         default=(),
         metadata=meta(

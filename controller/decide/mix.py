@@ -79,6 +79,50 @@ class PoolState:
     lower_since: float | None = None
     last_change: float | None = None
     deferred_tiers: tuple[str, ...] = ()
+    last_lower: float | None = None
+    """When the pool's on-demand GPUs last went down (by a Lower or a Raise that also gave
+    back): a raise soon after it is a flap."""
+    flaps: int = 0
+    """Raises that came soon after a lower, net of those that did not: each doubles the
+    cooldown before the next step back (see `cooldown_seconds`)."""
+
+
+MAX_FLAPS = 4
+"""The cooldown doubles at most this many times: 16 cooldowns (8 hours at the default)."""
+FLAP_COOLDOWNS = 4
+"""A raise within this many (current) cooldowns of the last lower is a flap: the lower came
+too early, so the next one waits twice as long. Any other raise halves the wait back."""
+
+
+def cooldown_seconds(settings: RiskSettings, state: PoolState) -> float:
+    """The least time from a change of the mix to a step back toward spot: `cooldownSeconds`,
+    doubled for each flap. A pool whose risk comes back soon after every lower (the same
+    node bought and sold every hour) holds its on-demand longer instead, as a horizontal pod
+    autoscaler's scale-down stabilization does; one whose lowers hold is back at the setting
+    after as many calm raises."""
+    return float(settings.cooldown_seconds * 2 ** min(max(state.flaps, 0), MAX_FLAPS))
+
+
+def _count_flaps(
+    decision_state: PoolState,
+    before: PoolState,
+    *,
+    previous: int,
+    target: int,
+    settings: RiskSettings,
+    now: float,
+) -> PoolState:
+    """The state a Raise or Lower leaves, with its flap bookkeeping: a step down is
+    remembered; a step up is a flap when it comes within `FLAP_COOLDOWNS` cooldowns of the
+    last step down."""
+    if target < previous:
+        return replace(decision_state, last_lower=now)
+    if target > previous:
+        last = before.last_lower
+        flap = last is not None and now - last < FLAP_COOLDOWNS * cooldown_seconds(settings, before)
+        flaps = min(before.flaps + 1, MAX_FLAPS) if flap else max(before.flaps - 1, 0)
+        return replace(decision_state, flaps=flaps)
+    return decision_state
 
 
 @dataclass(frozen=True)
@@ -256,7 +300,7 @@ class _Pass:
     def may_give_back(self) -> bool:
         cooled = (
             self.state.last_change is None
-            or self.now - self.state.last_change >= self.settings.cooldown_seconds
+            or self.now - self.state.last_change >= cooldown_seconds(self.settings, self.state)
         )
         return cooled and self.history_available
 
@@ -324,11 +368,25 @@ def decide_pool(
         prefetch=prefetch,
     )
     if step.tracked.raise_since is not None:
-        return _raise_step(step)
-    if step.tracked.lower_since is not None and step.previous > step.floor:
-        return _lower_step(step)
-    given_back = _give_back_step(step) if step.may_give_back and state.assignments else None
-    return given_back or step.hold(Reason.STEADY, "risk within thresholds")
+        decided = _raise_step(step)
+    elif step.tracked.lower_since is not None and step.previous > step.floor:
+        decided = _lower_step(step)
+    else:
+        given_back = _give_back_step(step) if step.may_give_back and state.assignments else None
+        decided = given_back or step.hold(Reason.STEADY, "risk within thresholds")
+    if decided.action not in (Action.RAISE, Action.LOWER):
+        return decided
+    return replace(
+        decided,
+        state=_count_flaps(
+            decided.state,
+            state,
+            previous=decided.previous,
+            target=decided.target,
+            settings=step.settings,
+            now=now,
+        ),
+    )
 
 
 def _bounds(policy_set: PolicySet, pool: GpuPool) -> tuple[int, int, int]:
@@ -455,11 +513,12 @@ def _lower_step(step: _Pass) -> Decision:
     waiting = _window_hold(step, step.tracked.lower_since, f"below {settings.lower_threshold}")
     if waiting is not None:
         return waiting
-    if state.last_change is not None and step.now - state.last_change < settings.cooldown_seconds:
+    cooldown = cooldown_seconds(settings, state)
+    if state.last_change is not None and step.now - state.last_change < cooldown:
         return step.hold(
             Reason.COOLDOWN,
-            f"last change {step.now - state.last_change:.0f}s ago, cooldown "
-            f"{settings.cooldown_seconds}s",
+            f"last change {step.now - state.last_change:.0f}s ago, cooldown {cooldown:.0f}s"
+            + (f" ({settings.cooldown_seconds}s doubled {state.flaps}x)" if state.flaps else ""),
         )
     if not step.history_available:
         return step.hold(

@@ -24,6 +24,7 @@ from controller.decide.boost import boost_step, deadline_boosts
 from controller.decide.mix import (
     Decision,
     PoolState,
+    cooldown_seconds,
     decide_pool,
     fit_shares,
     initial_state,
@@ -395,14 +396,14 @@ def plan_due(plan: CapacityPlan) -> float:
         return -math.inf
     now = float(math.floor(seen.now))
     settings = seen.policy_set.policy.spec.risk
-    window, cooldown = settings.evaluation_window_seconds, settings.cooldown_seconds
+    window = settings.evaluation_window_seconds
     moments = [r.cutoff for r in plan.deadlines]
     for state in seen.states.values():
         moments += [
             since + window for since in (state.raise_since, state.lower_since) if since is not None
         ]
         if state.last_change is not None:
-            moments.append(state.last_change + cooldown)
+            moments.append(state.last_change + cooldown_seconds(settings, state))
     return min((m for m in moments if m > now), default=math.inf)
 
 

@@ -488,6 +488,8 @@ def pool_states(live_policy: Mapping[str, Any]) -> dict[str, PoolState]:
             lower_since=_seconds(status.lower_since),
             last_change=_seconds(status.last_change),
             deferred_tiers=status.deferred_tiers,
+            last_lower=_seconds(status.last_lower),
+            flaps=status.flaps or 0,
         )
         for name, status in read_pool_statuses(live_policy).items()
     }
@@ -555,6 +557,8 @@ def pool_status_entries(
             raise_since=_instant(state.raise_since),
             lower_since=_instant(state.lower_since),
             last_change=_instant(state.last_change),
+            last_lower=_instant(state.last_lower),
+            flaps=state.flaps or None,
             deferred_tiers=tuple(state.deferred_tiers),
             warm_pool_target_gpus=plan.warm_targets.get(state.pool, 0),
             last_decision=last if quiet or repeated else _status_decision(decision, now),

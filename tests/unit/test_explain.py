@@ -87,6 +87,8 @@ POLICY: Doc = {
                 "warmPoolTargetGpus": 16,
                 "raiseSince": "2026-11-27T20:00:00Z",
                 "lastChange": "2026-11-27T20:10:00Z",
+                "lastLower": "2026-11-27T19:30:00Z",
+                "flaps": 2,
                 "lastDecision": {
                     "time": "2026-11-27T20:10:00Z",
                     "action": "Raise",
@@ -154,6 +156,7 @@ on-demand
 Pool a100: 32 on-demand, 92 spot; held for vision: 16; warm pool target 16 GPUs
   risk above the raise threshold since 2026-11-27T20:00:00Z
   mix last changed 2026-11-27T20:10:00Z
+  raised again soon after a lower 2x: the cooldown before the next step back is doubled 2x
   deferred tiers (no borrowing): exploratory
   last decision 2026-11-27T20:10:00Z Raise (CeilingBinds): 16 -> 32 on-demand; ceiling binds
 

@@ -114,6 +114,8 @@ def state(
     last_change: float | None = None,
     deferred: tuple[str, ...] = (),
     pool: str = "a100",
+    last_lower: float | None = None,
+    flaps: int = 0,
 ) -> PoolState:
     return PoolState(
         pool=pool,
@@ -123,6 +125,8 @@ def state(
         lower_since=lower_since,
         last_change=last_change,
         deferred_tiers=deferred,
+        last_lower=last_lower,
+        flaps=flaps,
     )
 
 
@@ -731,6 +735,8 @@ def test_decide_pool(
     paced = (
         replace(want_state, raise_since=FIXED_NOW) if want_action == Action.RAISE else want_state
     )
+    if want_target < given.state.on_demand_gpus:
+        paced = replace(paced, last_lower=FIXED_NOW)  # remembered, to tell a flap
     assert decision.state == paced
     assert decision.changed is (want_action in (Action.RAISE, Action.LOWER))
 
@@ -972,6 +978,99 @@ def test_bursts_longer_than_the_window_change_the_mix_at_most_once_per_cooldown(
         if after.action == Action.LOWER:
             gap = (after.state.last_change or 0) - (before.state.last_change or 0)
             assert gap >= COOLDOWN
+
+
+def test_a_pool_that_flaps_holds_its_on_demand_longer_each_time() -> None:
+    """Every hour a 20-minute burst needs 20 GPUs on-demand (risk 0.6 below, 0.03 from 20);
+    between bursts risk is 0.02 at any share.
+
+    The first burst raises (minute 10) and the pool steps back a cooldown later (40). The next
+    burst raises again 30 minutes after that lower: a flap, so the next step back waits two
+    cooldowns, and so on, doubling up to 16 cooldowns (8 hours). Where a step back comes due
+    inside a burst it waits for the burst to pass. Eleven changes in the day, against 48 if
+    every lower came after one cooldown.
+    """
+
+    def series(minute: int, share: int) -> float:
+        if minute % 60 < 20:
+            return 0.6 if share < 20 else 0.03
+        return 0.02
+
+    decisions = simulate(STABILITY, series, start=state(8))
+
+    assert [
+        (d.action, d.target, ((d.state.last_change or 0) - FIXED_NOW) / STEP, d.state.flaps)
+        for d in changes(decisions)
+    ] == [
+        (Action.RAISE, 20, 10, 0),
+        (Action.LOWER, 8, 40, 0),  # one cooldown after the raise
+        (Action.RAISE, 20, 70, 1),  # 30 minutes after a lower: a flap
+        (Action.LOWER, 8, 140, 1),  # two cooldowns were due at 130, inside a burst
+        (Action.RAISE, 20, 190, 2),
+        (Action.LOWER, 8, 320, 2),  # four cooldowns: due at 310
+        (Action.RAISE, 20, 370, 3),
+        (Action.LOWER, 8, 620, 3),  # eight: due at 610
+        (Action.RAISE, 20, 670, 4),
+        (Action.LOWER, 8, 1160, 4),  # sixteen, the most: due at 1150
+        (Action.RAISE, 20, 1210, 4),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("last_lower", "flaps", "want_flaps"),
+    [
+        pytest.param(None, 0, 0, id="a first raise is no flap"),
+        pytest.param(FIXED_NOW - 4 * COOLDOWN + 1, 0, 1, id="within four cooldowns of a lower"),
+        pytest.param(FIXED_NOW - 4 * COOLDOWN, 0, 0, id="four cooldowns after a lower: calm"),
+        pytest.param(
+            FIXED_NOW - 8 * COOLDOWN + 1, 1, 2, id="the window grows with the cooldown it counts"
+        ),
+        pytest.param(FIXED_NOW - DAY, 3, 2, id="a calm raise halves the wait back"),
+        pytest.param(FIXED_NOW - 60, 4, 4, id="at most sixteen cooldowns"),
+    ],
+)
+def test_a_raise_counts_a_flap_when_it_follows_a_lower_soon(
+    last_lower: float | None, flaps: int, want_flaps: int
+) -> None:
+    decision = decide_pool(
+        DEFAULT,
+        state(8, {"vision": 8}, raise_since=PAST_WINDOW, last_lower=last_lower, flaps=flaps),
+        FakeRisk({"vision": AT_RISK}),
+        now=FIXED_NOW,
+    )
+
+    assert (decision.action, decision.target) == (Action.RAISE, 12)
+    assert (decision.state.flaps, decision.state.last_lower) == (want_flaps, last_lower)
+
+
+@pytest.mark.parametrize(
+    ("flaps", "since_change", "want_reason"),
+    [
+        pytest.param(0, COOLDOWN, Reason.RISK_CLEARED, id="no flaps: one cooldown"),
+        pytest.param(2, 4 * COOLDOWN - 1, Reason.COOLDOWN, id="two flaps: four cooldowns"),
+        pytest.param(2, 4 * COOLDOWN, Reason.RISK_CLEARED, id="two flaps, four cooldowns on"),
+    ],
+)
+def test_flaps_lengthen_the_cooldown_before_a_lower(
+    flaps: int, since_change: float, want_reason: str
+) -> None:
+    decision = decide_pool(
+        DEFAULT,
+        state(
+            16,
+            {"vision": 16},
+            lower_since=PAST_WINDOW,
+            last_change=FIXED_NOW - since_change,
+            flaps=flaps,
+        ),
+        FakeRisk({"vision": CLEARED}),
+        now=FIXED_NOW,
+    )
+
+    assert decision.reason == want_reason, decision.message
+    if want_reason == Reason.RISK_CLEARED:
+        assert decision.state.last_lower == FIXED_NOW
+        assert decision.state.flaps == flaps  # a lower leaves the count as it is
 
 
 # ------------------------------------------------------------------ one rule for "changed"

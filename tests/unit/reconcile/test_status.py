@@ -195,6 +195,7 @@ COOLING = PoolState("h100", 8, lower_since=FIXED_NOW - 120)
                         {"vision": 32},
                         lower_since=FIXED_NOW - 3600,
                         last_change=FIXED_NOW,
+                        last_lower=FIXED_NOW,
                     ),
                     Action.LOWER,
                     Reason.RISK_CLEARED,
@@ -202,6 +203,25 @@ COOLING = PoolState("h100", 8, lower_since=FIXED_NOW - 120)
                 ),
             ),
             id="a step down",
+        ),
+        pytest.param(
+            (
+                decision(
+                    PoolState(
+                        "a100",
+                        24,
+                        {"vision": 16},
+                        raise_since=FIXED_NOW,
+                        last_change=FIXED_NOW,
+                        last_lower=FIXED_NOW - 3600,
+                        flaps=2,
+                    ),
+                    Action.RAISE,
+                    Reason.RISK_ABOVE_THRESHOLD,
+                    previous=8,
+                ),
+            ),
+            id="a raise that flapped: the last lower and the count",
         ),
     ],
 )
