@@ -29,7 +29,15 @@ import pytest
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.capacity import resolve_mix, split_quotas
-from controller.decide.mix import Action, Decision, PoolState, Reason, RiskOracle, decide_pool
+from controller.decide.mix import (
+    MAX_FLAPS,
+    Action,
+    Decision,
+    PoolState,
+    Reason,
+    RiskOracle,
+    decide_pool,
+)
 from tests.builders import policy_doc, pool_doc, project_doc
 
 Doc = dict[str, Any]
@@ -1121,3 +1129,15 @@ def test_the_status_schema_names_every_action_and_reason() -> None:
             for w in described[name].split(":", 1)[1].replace(" or ", ", ").split(",")
         }
         assert words == {v.value for v in values}, name
+
+
+def test_the_status_schema_bounds_flaps_where_the_decision_does() -> None:
+    """The CRD's maximum for `flaps` is the decision's cap: a count the decision can write is
+    one the API server accepts, and no larger one is stored."""
+    from dataclasses import fields  # noqa: PLC0415
+
+    from controller.api.fields import META_KEY  # noqa: PLC0415
+    from controller.api.types import PoolStatus  # noqa: PLC0415
+
+    flaps = next(f for f in fields(PoolStatus) if f.name == "flaps")
+    assert flaps.metadata[META_KEY].maximum == MAX_FLAPS
