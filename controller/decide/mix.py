@@ -104,25 +104,17 @@ def cooldown_seconds(settings: RiskSettings, state: PoolState) -> float:
 
 
 def _count_flaps(
-    decision_state: PoolState,
-    before: PoolState,
-    *,
-    previous: int,
-    target: int,
-    settings: RiskSettings,
-    now: float,
+    decided: Decision, before: PoolState, *, settings: RiskSettings, now: float
 ) -> PoolState:
     """The state a Raise or Lower leaves, with its flap bookkeeping: a step down is
     remembered; a step up is a flap when it comes within `FLAP_COOLDOWNS` cooldowns of the
     last step down."""
-    if target < previous:
-        return replace(decision_state, last_lower=now)
-    if target > previous:
-        last = before.last_lower
-        flap = last is not None and now - last < FLAP_COOLDOWNS * cooldown_seconds(settings, before)
-        flaps = min(before.flaps + 1, MAX_FLAPS) if flap else max(before.flaps - 1, 0)
-        return replace(decision_state, flaps=flaps)
-    return decision_state
+    if decided.target < decided.previous:
+        return replace(decided.state, last_lower=now)
+    last = before.last_lower
+    flap = last is not None and now - last < FLAP_COOLDOWNS * cooldown_seconds(settings, before)
+    flaps = min(before.flaps + 1, MAX_FLAPS) if flap else max(before.flaps - 1, 0)
+    return replace(decided.state, flaps=flaps)
 
 
 @dataclass(frozen=True)
@@ -297,12 +289,18 @@ class _Pass:
         return self.state.on_demand_gpus
 
     @property
+    def cooldown(self) -> float:
+        return cooldown_seconds(self.settings, self.state)
+
+    @property
+    def cooled(self) -> bool:
+        """The cooldown since the last change of the mix has passed (or there was none)."""
+        last = self.state.last_change
+        return last is None or self.now - last >= self.cooldown
+
+    @property
     def may_give_back(self) -> bool:
-        cooled = (
-            self.state.last_change is None
-            or self.now - self.state.last_change >= cooldown_seconds(self.settings, self.state)
-        )
-        return cooled and self.history_available
+        return self.cooled and self.history_available
 
     @property
     def risk_inputs(self) -> dict[str, float]:
@@ -374,19 +372,9 @@ def decide_pool(
     else:
         given_back = _give_back_step(step) if step.may_give_back and state.assignments else None
         decided = given_back or step.hold(Reason.STEADY, "risk within thresholds")
-    if decided.action not in (Action.RAISE, Action.LOWER):
+    if decided.action not in (Action.RAISE, Action.LOWER) or decided.target == decided.previous:
         return decided
-    return replace(
-        decided,
-        state=_count_flaps(
-            decided.state,
-            state,
-            previous=decided.previous,
-            target=decided.target,
-            settings=step.settings,
-            now=now,
-        ),
-    )
+    return replace(decided, state=_count_flaps(decided, state, settings=step.settings, now=now))
 
 
 def _bounds(policy_set: PolicySet, pool: GpuPool) -> tuple[int, int, int]:
@@ -513,11 +501,11 @@ def _lower_step(step: _Pass) -> Decision:
     waiting = _window_hold(step, step.tracked.lower_since, f"below {settings.lower_threshold}")
     if waiting is not None:
         return waiting
-    cooldown = cooldown_seconds(settings, state)
-    if state.last_change is not None and step.now - state.last_change < cooldown:
+    if not step.cooled:
         return step.hold(
             Reason.COOLDOWN,
-            f"last change {step.now - state.last_change:.0f}s ago, cooldown {cooldown:.0f}s"
+            f"last change {step.now - (state.last_change or 0):.0f}s ago, cooldown "
+            f"{step.cooldown:.0f}s"
             + (f" ({settings.cooldown_seconds}s doubled {state.flaps}x)" if state.flaps else ""),
         )
     if not step.history_available:
