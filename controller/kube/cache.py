@@ -13,7 +13,8 @@ all of them from the API server. Kueue (`pkg/cache`), Karpenter (`state.Cluster`
   does not start from a version the server has compacted away). On 410 Gone, answering the
   watch or as an ERROR event in its stream, it lists again. Any other failure (a refused
   connection, a 5xx, a 429, a line that is not a watch event, a bug) is caught here, at the
-  boundary: it is logged as `watch_failed` with the kind and the error, the store counts as not
+  boundary: it is logged as `watch_failed` with the kind and the error (a 429, the server's
+  own request to wait, as `watch_throttled` at info), the store counts as not
   synced, and the watch resumes from the last version after a jittered exponential backoff, at
   least the server's Retry-After. A reflector thread never dies before shutdown: a dead one
   would leave its store stale while readiness said all was well.
@@ -433,7 +434,17 @@ class Reflector(threading.Thread):
         self.failures += 1
         self.last_error = f"{type(error).__name__}: {error}"[:300]
         delay = state.next_action.sleep if state.next_action else 0.0
-        if isinstance(error, KubeError):
+        if isinstance(error, KubeError) and error.status == 429:
+            # The server asked us to wait (a CRD's storage still initializing, say, just after
+            # it was established): expected and self-healing, so news but not a warning, as
+            # client-go's reflector logs it ("returned 429 - backing off").
+            log.info(
+                "watch_throttled",
+                kind=self.kind.kind,
+                error=str(error)[:300],
+                retry_in_seconds=round(delay, 2),
+            )
+        elif isinstance(error, KubeError):
             log.warning(
                 "watch_failed",
                 kind=self.kind.kind,

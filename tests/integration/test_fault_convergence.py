@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from controller import names
 from controller.api.loader import load_policy_set
@@ -557,8 +558,16 @@ def test_429s_with_retry_after_on_a_watch_and_its_relist_are_waited_out_and_the_
         )
         expired = proxy.inject_query(watch_of(kinds.TRAINING_PROJECT), status=410, times=1)
         lists_throttled = proxy.inject_query(is_list, status=429, times=4, retry_after=1)
-        assert proxy.cut_watches(projects) == 1
-        wait_until(lambda: watch_throttled.hits >= 1, "the project watch is throttled")
+        with capture_logs() as logs:
+            assert proxy.cut_watches(projects) == 1
+            wait_until(lambda: watch_throttled.hits >= 1, "the project watch is throttled")
+            wait_until(
+                lambda: any(e["event"] == "watch_throttled" for e in logs),
+                "the throttled watch is logged",
+            )
+        # The server's own request to wait is news, not a warning (client-go logs it so too).
+        throttled = next(e for e in logs if e["event"] == "watch_throttled")
+        assert (throttled["kind"], throttled["log_level"]) == ("TrainingProject", "info")
         # Made while the project watch is refused: only the relist can report it.
         changed_at = time.monotonic()
         change.push(kube)
