@@ -81,9 +81,11 @@ def render(
     on_demand_gpus: Mapping[str, int] | None = None,
     targets: Mapping[str, PoolTarget] | None = None,
     namespace: str = names.DEFAULT_NAMESPACE,
+    when_can_borrow: str = kueue.OWN_QUOTA_FIRST,
 ) -> Rendered:
     """Every object the policy needs, for the decided pool targets (or plain on-demand counts;
-    the floors when neither is given)."""
+    the floors when neither is given). `when_can_borrow` is for the replay's baselines, which
+    run on Kueue's default (see `kueue.OWN_QUOTA_FIRST`)."""
     mix, quotas = render_quotas(policy_set, on_demand_gpus=on_demand_gpus, targets=targets)
     deferred = {pool: t.deferred_tiers for pool, t in (targets or {}).items() if t.deferred_tiers}
     objects: list[KubeObject] = [
@@ -93,7 +95,11 @@ def render(
         *kueue.cohorts(policy_set),
     ]
     for project in policy_set.projects:
-        objects.append(kueue.cluster_queue(policy_set, project, quotas, deferred=deferred))
+        objects.append(
+            kueue.cluster_queue(
+                policy_set, project, quotas, deferred=deferred, when_can_borrow=when_can_borrow
+            )
+        )
         objects.extend(kueue.local_queues(policy_set, project))
     objects.extend(
         karpenter.node_pools(

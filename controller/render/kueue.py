@@ -2,9 +2,11 @@
 
 A project's ClusterQueue lists, for each of its pools in the order the project gave them, the
 spot flavor first (when its tier and the project allow spot) then the on-demand flavor, so
-Kueue fills cheap capacity first. Each flavor also carries CPU and memory quota in proportion
-to its GPUs: a workload that requests a resource its ClusterQueue does not cover cannot be
-admitted.
+Kueue fills cheap capacity first. A workload borrows only once none of its queue's flavors has
+room of the queue's own (`OWN_QUOTA_FIRST`), so the on-demand GPUs the policy gives a project
+are what its work runs on once its spot quota is full. Each flavor also carries CPU and memory
+quota in proportion to its GPUs: a workload that requests a resource its ClusterQueue does not
+cover cannot be admitted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from controller.capacity import FlavorQuota, spot_allowed
 from controller.render.objects import KubeObject, gibibytes, metadata, weight
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+OWN_QUOTA_FIRST = "TryNextFlavor"
+"""`flavorFungibility.whenCanBorrow` as the controller renders it: a workload that would have
+to borrow in one flavor goes on to the next, and borrows only when no flavor has room of its
+queue's own. With Kueue's default (`KUEUE_DEFAULT_WHEN_CAN_BORROW`) it takes the first flavor
+it fits, borrowing or not: while the cohort has spot quota to lend, a project whose on-demand
+share the policy raised still lands on spot, and waits there for the nodes a spot shortage
+withholds, so the raise buys nothing the risk model counts on."""
+
+KUEUE_DEFAULT_WHEN_CAN_BORROW = "MayStopSearch"
+"""Kueue's default: what a team running a fixed split or reactive scaling has (the replay's
+baselines)."""
 
 _PREEMPTION: dict[Preemption, dict[str, Any]] = {
     Preemption.NEVER: {
@@ -224,6 +238,7 @@ def cluster_queue(
     quotas: Mapping[tuple[str, str], FlavorQuota],
     *,
     deferred: Mapping[str, tuple[str, ...]] | None = None,
+    when_can_borrow: str = OWN_QUOTA_FIRST,
 ) -> KubeObject:
     policy = policy_set.policy
     tier = policy.tier(project.spec.tier)
@@ -244,7 +259,7 @@ def cluster_queue(
             ]
         },
         "queueingStrategy": "BestEffortFIFO",
-        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "flavorFungibility": {"whenCanBorrow": when_can_borrow, "whenCanPreempt": "TryNextFlavor"},
         "preemption": _PREEMPTION[tier.preemption],
         "fairSharing": {"weight": weight(project.spec.fair_share_weight)},
         "resourceGroups": [

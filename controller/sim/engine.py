@@ -50,6 +50,7 @@ from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
+from controller.render.kueue import KUEUE_DEFAULT_WHEN_CAN_BORROW, OWN_QUOTA_FIRST
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
 from controller.sim import karpenter as karpenter_model
@@ -327,8 +328,8 @@ class Replay:
         )
 
     def _baseline_render(self, targets: dict[str, PoolTarget]) -> Rendered:
-        """`render(self.policy_set, targets=targets)`, the last one reused when its targets
-        are equal.
+        """`render(self.policy_set, targets=targets)` on Kueue's default fungibility, the last
+        one reused when its targets are equal.
 
         Safe because `render` is a pure function of the policy set and the targets (no clock,
         no state): the policy set of a replay never changes, so equal targets give an equal
@@ -337,7 +338,9 @@ class Replay:
         last = self._last_render
         if last is not None and last[0] == targets:
             return last[1]
-        rendered = render(self.policy_set, targets=targets)
+        rendered = render(
+            self.policy_set, targets=targets, when_can_borrow=KUEUE_DEFAULT_WHEN_CAN_BORROW
+        )
         self._last_render = (targets, rendered)
         return rendered
 
@@ -715,11 +718,17 @@ class Replay:
     # ------------------------------------------------------------------ run
     def run(self) -> RunResult:
         started = time.monotonic()
+        # The baselines run on Kueue's default fungibility, as a team running a fixed split or
+        # reactive scaling would; the policy on what the controller renders.
+        first = render(
+            self.policy_set,
+            when_can_borrow=OWN_QUOTA_FIRST
+            if self.spec.kind == "policy"
+            else KUEUE_DEFAULT_WHEN_CAN_BORROW,
+        )
+        self._apply(first)
         if self.spec.kind == "static":
-            self._apply(render(self.policy_set))
             self._render_baseline(self._static_target(self.spec.on_demand_fraction))
-        else:
-            self._apply(render(self.policy_set))
         for index, job in enumerate(self.jobs):
             self._push(job.spec.submit, "submit", index)
         end = max((j.spec.submit for j in self.jobs), default=0.0)

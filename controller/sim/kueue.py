@@ -10,9 +10,12 @@ preemption) and fed the very ClusterQueues and Cohorts the renderer produces. Wh
   what its children may lend (their subtree quota minus what a lending limit keeps back); usage
   past a child's guaranteed quota counts in its parent; what a queue can still take is its local
   headroom plus what its parent can give, capped by its borrowing limit.
-- **Flavor assignment.** A workload's one pod set takes one flavor: the first of its queue's
-  flavors, in order, where it fits (borrowing or not: `whenCanBorrow: MayStopSearch`); failing
-  that, the first flavor where preemption can make room (`whenCanPreempt: TryNextFlavor`).
+- **Flavor assignment.** A workload's one pod set takes one flavor. Under the queue's
+  `whenCanBorrow: TryNextFlavor` (what the controller renders): the first of its flavors, in
+  order, where it fits without borrowing, else the first where it fits by borrowing (Kueue's
+  `shouldTryNextFlavor` and `isPreferred`). Under `MayStopSearch` (Kueue's default, the
+  baselines'): the first flavor where it fits, borrowing or not. Failing both, the first
+  flavor where preemption can make room (`whenCanPreempt: TryNextFlavor`).
 - **Ordering.** Each queue orders its pending workloads by effective priority (the base
   priority plus the `kueue.x-k8s.io/priority-boost` annotation), then by queue time (creation,
   or the last eviction). Queues are BestEffortFIFO: a head that does not fit is set aside until
@@ -28,7 +31,9 @@ preemption) and fed the very ClusterQueues and Cohorts the renderer produces. Wh
 
 What it leaves out: resources other than GPUs (CPU and memory quotas scale with GPUs in what we
 render, so they never bind first), fair sharing (no weights in the ordering), admission checks,
-topology-aware scheduling, and the seconds a preemptor waits for its victims to terminate.
+topology-aware scheduling, the seconds a preemptor waits for its victims to terminate, and
+how high in the cohort tree a workload borrows (Kueue prefers, among flavors that all borrow,
+the one borrowing nearest its queue).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
 LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"
 ANY = "Any"
+MAY_STOP_SEARCH = "MayStopSearch"
+TRY_NEXT_FLAVOR = "TryNextFlavor"
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,9 @@ class QueueSpec:
     within_cluster_queue: str = LOWER_PRIORITY
     reclaim_within_cohort: str = LOWER_PRIORITY
     borrow_within_cohort: str = NEVER
+    when_can_borrow: str = MAY_STOP_SEARCH
+    """`flavorFungibility.whenCanBorrow`; "Borrow", MayStopSearch's deprecated name, reads
+    as MayStopSearch."""
 
 
 @dataclass(frozen=True)
@@ -473,10 +483,15 @@ class Kueue:
         return None
 
     def _first_fit(self, queue: _Queue, workload: Workload) -> tuple[str, bool] | None:
+        try_next = queue.spec.when_can_borrow == TRY_NEXT_FLAVOR
+        borrowed: tuple[str, bool] | None = None
         for flavor in queue.spec.flavors:
             if queue.node.available(flavor) >= workload.gpus:
-                return flavor, queue.node.borrowing(flavor, workload.gpus)
-        return None
+                borrowing = queue.node.borrowing(flavor, workload.gpus)
+                if not (borrowing and try_next):
+                    return flavor, borrowing
+                borrowed = borrowed or (flavor, True)
+        return borrowed
 
     def _assign(
         self, queue: _Queue, workload: Workload, *, now: float, known: _Fit | None = None
@@ -740,6 +755,9 @@ def specs_from_objects(
                     borrow_within_cohort=(preemption.get("borrowWithinCohort") or {}).get(
                         "policy", NEVER
                     ),
+                    when_can_borrow=TRY_NEXT_FLAVOR
+                    if (spec.get("flavorFungibility") or {}).get("whenCanBorrow") == TRY_NEXT_FLAVOR
+                    else MAY_STOP_SEARCH,
                 )
             )
         elif kind == "Cohort":
@@ -750,7 +768,9 @@ def specs_from_objects(
 __all__ = [
     "ANY",
     "LOWER_PRIORITY",
+    "MAY_STOP_SEARCH",
     "NEVER",
+    "TRY_NEXT_FLAVOR",
     "Admission",
     "CohortSpec",
     "FlavorQuota",

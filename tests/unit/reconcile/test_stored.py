@@ -198,7 +198,7 @@ def cluster_queue(*, spot_gpus: Any = "16", labels: dict[str, str] | None = None
             "queueingStrategy": "BestEffortFIFO",
             "stopPolicy": "None",  # the CRD's default
             "flavorFungibility": {
-                "whenCanBorrow": "MayStopSearch",
+                "whenCanBorrow": "TryNextFlavor",
                 "whenCanPreempt": "TryNextFlavor",
             },
             "preemption": {

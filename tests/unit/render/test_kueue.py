@@ -285,7 +285,7 @@ def test_cluster_queue_whole_object() -> None:
             },
             "queueingStrategy": "BestEffortFIFO",
             "flavorFungibility": {
-                "whenCanBorrow": "MayStopSearch",
+                "whenCanBorrow": "TryNextFlavor",
                 "whenCanPreempt": "TryNextFlavor",
             },
             "preemption": {

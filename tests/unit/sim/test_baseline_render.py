@@ -15,6 +15,7 @@ import pytest
 from controller.capacity import PoolTarget
 from controller.decide.shift import held_by_side
 from controller.render.desired import render
+from controller.render.kueue import KUEUE_DEFAULT_WHEN_CAN_BORROW
 from controller.sim import kueue as kueue_model
 from controller.sim.engine import BASELINES, Replay, RunSpec, parse_run
 from tests.unit.sim.test_engine import random_scenario
@@ -56,9 +57,11 @@ def test_a_baseline_render_is_reused_only_for_equal_targets_and_equals_a_fresh_o
     after = replay._baseline_render(second)
 
     assert (after is before) == want_reused
-    assert before == render(ps, targets=first)
-    assert after == render(ps, targets=second)
-    assert replay._specs_of(after) == replay._specs_of(render(ps, targets=second))
+    assert before == render(ps, targets=first, when_can_borrow=KUEUE_DEFAULT_WHEN_CAN_BORROW)
+    assert after == render(ps, targets=second, when_can_borrow=KUEUE_DEFAULT_WHEN_CAN_BORROW)
+    assert replay._specs_of(after) == replay._specs_of(
+        render(ps, targets=second, when_can_borrow=KUEUE_DEFAULT_WHEN_CAN_BORROW)
+    )
     assert replay._specs_of(after) is replay._specs_of(after), "the same render's specs are kept"
 
 
@@ -81,7 +84,9 @@ class CheckedBaseline(Replay):
         targets, rendered = self._last_render
         if last is not None and rendered is last[1]:
             self.reused += 1
-        if rendered != render(self.policy_set, targets=targets):
+        if rendered != render(
+            self.policy_set, targets=targets, when_can_borrow=KUEUE_DEFAULT_WHEN_CAN_BORROW
+        ):
             self.mismatches.append(f"render at {self.now}")
 
 
