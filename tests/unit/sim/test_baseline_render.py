@@ -10,6 +10,8 @@ from the start of a scheduling cycle, is checked against a fresh one whenever it
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 
 from controller.capacity import PoolTarget
@@ -131,19 +133,29 @@ class CheckedKueue(kueue_model.Kueue):
         return super()._assign(queue, workload, now=now, known=known)
 
 
+Checked = TypeVar("Checked", bound=kueue_model.Kueue)
+
+
+def record_kueues(monkeypatch: pytest.MonkeyPatch, checked: type[Checked]) -> list[Checked]:
+    """Every Kueue model a replay builds from now on is a `checked` one with no mismatches
+    yet; the list returned fills as they are built."""
+    made: list[Checked] = []
+
+    def build(*args: object, **kwargs: object) -> Checked:
+        kueue = checked(*args, **kwargs)  # type: ignore[arg-type]
+        kueue.mismatches = []  # type: ignore[attr-defined]
+        made.append(kueue)
+        return kueue
+
+    monkeypatch.setattr(kueue_model, "Kueue", build)
+    return made
+
+
 @pytest.mark.parametrize("spec", [pytest.param(s, id=f"{s.name} run") for s in BASELINES.values()])
 def test_a_kept_first_fit_is_the_fit_a_fresh_search_finds(
     spec: RunSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[CheckedKueue] = []
-
-    def checked(*args: object, **kwargs: object) -> CheckedKueue:
-        kueue = CheckedKueue(*args, **kwargs)  # type: ignore[arg-type]
-        kueue.mismatches = []
-        made.append(kueue)
-        return kueue
-
-    monkeypatch.setattr(kueue_model, "Kueue", checked)
+    made = record_kueues(monkeypatch, CheckedKueue)
     ps, jobs = random_scenario()
     Replay(ps, jobs, spec, seed=1).run()
 

@@ -25,6 +25,7 @@ from controller.sim.kueue import (
     QueueSpec,
     Workload,
 )
+from tests.unit.sim.test_baseline_render import record_kueues
 from tests.unit.sim.test_engine import random_scenario
 
 SPOT = "a100-spot"
@@ -117,15 +118,7 @@ def test_the_shortcut_agrees_with_the_full_search_in_whole_replays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The policy and every baseline over `test_engine`'s random scenario."""
-    made: list[CheckedKueue] = []
-
-    def checked(*args: object, **kwargs: object) -> CheckedKueue:
-        kueue = CheckedKueue(*args, **kwargs)  # type: ignore[arg-type]
-        kueue.mismatches = []
-        made.append(kueue)
-        return kueue
-
-    monkeypatch.setattr(kueue_model, "Kueue", checked)
+    made = record_kueues(monkeypatch, CheckedKueue)
     specs: list[RunSpec] = [POLICY, *BASELINES.values()]
     for spec in specs:
         ps, jobs = random_scenario()
