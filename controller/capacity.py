@@ -344,9 +344,7 @@ def split_quotas(
     for mix in mixes:
         quotas: list[tuple[TrainingProject, PoolQuota, bool]] = [
             (project, quota, spot_allowed(policy_set, project))
-            for project in policy_set.projects
-            for quota in project.spec.quotas
-            if quota.pool == mix.pool
+            for project, quota in policy_set.quotas_in(mix.pool)
         ]
         fixed = reserved.get(mix.pool, 0) + sum(q.nominal_gpus for _, q, ok in quotas if not ok)
         room = max(mix.on_demand_gpus - fixed, 0)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from controller.api.types import CapacityPolicy, TrainingProject
+from controller.api.types import CapacityPolicy, PoolQuota, TrainingProject
 
 
 @dataclass(frozen=True, order=True)
@@ -79,3 +79,16 @@ class PolicySet:
 
     def project(self, name: str) -> TrainingProject | None:
         return self._by_name.get(name)
+
+    @cached_property
+    def _quotas_by_pool(self) -> dict[str, tuple[tuple[TrainingProject, PoolQuota], ...]]:
+        found: dict[str, list[tuple[TrainingProject, PoolQuota]]] = {}
+        for project in self.projects:
+            for quota in project.spec.quotas:
+                found.setdefault(quota.pool, []).append((project, quota))
+        return {pool: tuple(pairs) for pool, pairs in found.items()}
+
+    def quotas_in(self, pool: str) -> tuple[tuple[TrainingProject, PoolQuota], ...]:
+        """Each project's quota in `pool`, in project order: rendering walks them pool by
+        pool, every pass."""
+        return self._quotas_by_pool.get(pool, ())

@@ -494,7 +494,9 @@ class RiskSettings:
     samples: int = field(
         default=500,
         metadata=meta(
-            "samples is the number of Monte Carlo samples behind each risk estimate.",
+            "samples is the number of Monte Carlo samples behind each risk estimate. A deadline "
+            "whose first 100 samples all agree (all on time, or all late) is answered from "
+            "those alone.",
             minimum=50,
             maximum=10000,
         ),

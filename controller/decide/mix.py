@@ -146,14 +146,14 @@ class _Quota:
 
 def _quotas(policy_set: PolicySet, pool: str) -> list[_Quota]:
     out = []
-    for project in policy_set.projects:
-        if not spot_allowed(policy_set, project):
-            continue  # all its quota is on-demand already; nothing to decide
-        nominal = sum(q.nominal_gpus for q in project.spec.quotas if q.pool == pool)
+    raise_at = policy_set.policy.spec.risk.raise_threshold
+    for project, quota in policy_set.quotas_in(pool):
+        nominal = quota.nominal_gpus
         if nominal == 0 or not project.spec.deadlines:
             continue
+        if not spot_allowed(policy_set, project):
+            continue  # all its quota is on-demand already; nothing to decide
         tier = policy_set.policy.tier(project.spec.tier)
-        raise_at = policy_set.policy.spec.risk.raise_threshold
         targets = {d.name: min(1 - d.target_confidence, raise_at) for d in project.spec.deadlines}
         out.append(_Quota(project, nominal, tier.priority if tier else 0, targets))
     return out

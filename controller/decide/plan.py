@@ -20,6 +20,7 @@ from functools import cached_property
 from controller import names
 from controller.api.policy_set import PolicySet
 from controller.capacity import FlavorQuota, PoolTarget, pool_demands
+from controller.collector import pausing_collector
 from controller.decide.boost import boost_step, deadline_boosts
 from controller.decide.mix import (
     Decision,
@@ -190,6 +191,7 @@ def _widest_pending(
     }
 
 
+@pausing_collector
 def plan_capacity(observation: Observation) -> CapacityPlan:
     """One pass: decide each pool's mix, render it as far as the ceiling allows, report."""
     policy_set = observation.policy_set
@@ -287,16 +289,21 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         boosts = deadline_boosts(final.pending_slack(), step=step)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
+    pending_counts: dict[str, int] = {}
     for project in policy_set.projects:
-        quotas = {q.pool: q.nominal_gpus for q in project.spec.quotas}
-        total = sum(quotas.values()) or 1
+        # A project's GPUs count in each of its pools in proportion to its quota there.
+        running_gpus = pending_gpus = pending = 0
         for workload in final.by_project[project.name]:
-            for pool, nominal in quotas.items():
-                share = workload.gpus * nominal / total
-                if workload.running:
-                    running_by_pool[pool] += share
-                else:
-                    pending_by_pool[pool] += share
+            if workload.running:
+                running_gpus += workload.gpus
+            else:
+                pending_gpus += workload.gpus
+                pending += 1
+        pending_counts[project.name] = pending
+        total = sum(q.nominal_gpus for q in project.spec.quotas) or 1
+        for quota in project.spec.quotas:
+            running_by_pool[quota.pool] += running_gpus * quota.nominal_gpus / total
+            pending_by_pool[quota.pool] += pending_gpus * quota.nominal_gpus / total
     up = {p.name: 0.0 for p in policy.spec.pools}
     pool_sizes = {p.name: p.gpus_per_node for p in policy.spec.pools}
     for claim in node_claims:
@@ -336,9 +343,6 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         and per_project.get(project.name, 0.0) * HOURS_PER_MONTH
         > project.spec.budget.dollars_per_month
     )
-    pending_counts = {
-        name: sum(1 for w in items if w.pending) for name, items in final.by_project.items()
-    }
     return CapacityPlan(
         decisions=decisions,
         targets=targets,

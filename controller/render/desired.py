@@ -28,6 +28,7 @@ KIND_ORDER = (
     "Deployment",
     "ScaledObject",
 )
+_KIND_RANK = {kind: rank for rank, kind in enumerate(KIND_ORDER)}
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Rendered:
 
 def _order(obj: KubeObject) -> tuple[int, str, str]:
     meta = obj["metadata"]
-    return KIND_ORDER.index(obj["kind"]), meta.get("namespace", ""), meta["name"]
+    return _KIND_RANK[obj["kind"]], meta.get("namespace", ""), meta["name"]
 
 
 def _spot_cap(targets: Mapping[str, PoolTarget] | None, pool: str) -> int | None:

@@ -70,25 +70,24 @@ def _resources(
     lending: int | None = None,
 ) -> list[dict[str, Any]]:
     """One flavor's quotas for every covered resource, CPU and memory scaled from GPUs."""
-
-    def entry(name: str, per_gpu: int, unit: str) -> dict[str, Any]:
-        def amount(n: int) -> int | str:
-            return gibibytes(n * per_gpu) if unit == "Gi" else n * per_gpu
-
-        out: dict[str, Any] = {"name": name, "nominalQuota": amount(gpus)}
-        if borrowing is not None:
-            out["borrowingLimit"] = amount(borrowing)
-        if lending is not None:
-            out["lendingLimit"] = amount(lending)
-        return out
-
-    resources = [
-        entry("cpu", pool.cpus_per_gpu, ""),
-        entry("memory", pool.memory_gib_per_gpu, "Gi"),
+    limits = [
+        (key, n)
+        for key, n in (
+            ("nominalQuota", gpus),
+            ("borrowingLimit", borrowing),
+            ("lendingLimit", lending),
+        )
+        if n is not None
     ]
+    cpu: dict[str, Any] = {"name": "cpu"}
+    memory: dict[str, Any] = {"name": "memory"}
+    for key, n in limits:
+        cpu[key] = n * pool.cpus_per_gpu
+        memory[key] = gibibytes(n * pool.memory_gib_per_gpu)
+    resources = [cpu, memory]
     for resource in gpu_resources:
         if resource == pool.gpu_resource:
-            resources.append(entry(resource, 1, ""))
+            resources.append({"name": resource, **dict(limits)})
         else:
             resources.append({"name": resource, "nominalQuota": 0})
     return resources

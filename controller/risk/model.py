@@ -19,11 +19,11 @@ import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 
 from controller.api.cron import next_after, parse_cron
 from controller.api.policy_set import PolicySet
-from controller.api.types import Deadline, TrainingProject
+from controller.api.types import Deadline, PoolQuota, TrainingProject
 from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.pools import PoolStats
@@ -83,10 +83,15 @@ def cutoff(deadline: Deadline, now: float) -> float:
     if deadline.at is not None:
         return deadline.at.timestamp()
     assert deadline.schedule is not None, "validated deadlines have at or schedule"
+    return _next_cutoff(deadline.schedule, deadline.time_zone or "UTC", now)
+
+
+@lru_cache(maxsize=1024)
+def _next_cutoff(schedule: str, zone: str, now: float) -> float:
+    """Projects share a few schedules (a monthly release, a weekly review): a pass works
+    each out once."""
     moment = datetime.fromtimestamp(now, UTC)
-    return next_after(
-        parse_cron(deadline.schedule), moment, _zone(deadline.time_zone or "UTC")
-    ).timestamp()
+    return next_after(parse_cron(schedule), moment, _zone(zone)).timestamp()
 
 
 def project_workloads(
@@ -115,6 +120,9 @@ def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
     return workload.deadline == deadline.name
 
 
+_new_job = tuple.__new__
+
+
 def _as_jobs(workload: WorkloadView, snapshot: Snapshot, project: str) -> tuple[Job, Job]:
     """The workload as the model sees it: not counting toward a deadline, and counting."""
     if workload.expected_duration is not None:
@@ -125,11 +133,9 @@ def _as_jobs(workload: WorkloadView, snapshot: Snapshot, project: str) -> tuple[
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
     checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
-    running = workload.running
-    return (
-        Job(workload.gpus, remaining, sigma, running, checkpoint, False),
-        Job(workload.gpus, remaining, sigma, running, checkpoint, True),
-    )
+    fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
+    # Straight to the tuple: a pass makes two per workload, and `Job(...)` costs a call more.
+    return _new_job(Job, (*fields, False)), _new_job(Job, (*fields, True))
 
 
 def _ordered(
@@ -152,6 +158,21 @@ def _ordered(
     )
 
 
+def _on_demand(
+    snapshot: Snapshot, project: str, quota: PoolQuota, override: tuple[str, int] | None
+) -> int:
+    """The on-demand GPUs of one of a project's pools that may use spot, under `override`."""
+    nominal = quota.nominal_gpus
+    if override is None or override[0] != quota.pool:
+        split = snapshot.quotas.get((project, quota.pool))
+        return split.on_demand_gpus if split else nominal
+    od = min(max(override[1], 0), nominal)
+    wide = min(snapshot.pod_sets.get(project, 0), nominal)
+    if wide and max(od, nominal - od) < wide:
+        od = wide  # the renderer keeps the pod set whole, towards on-demand
+    return od
+
+
 def project_capacity(
     snapshot: Snapshot, project: TrainingProject, override: tuple[str, int] | None = None
 ) -> Capacity:
@@ -171,14 +192,7 @@ def project_capacity(
     for quota in project.spec.quotas:
         split = snapshot.quotas.get((project.name, quota.pool))
         nominal = quota.nominal_gpus
-        od = split.on_demand_gpus if split else nominal
-        if override is not None and override[0] == quota.pool:
-            od = min(max(override[1], 0), nominal)
-            wide = min(snapshot.pod_sets.get(project.name, 0), nominal)
-            if wide and max(od, nominal - od) < wide:
-                od = wide  # the renderer keeps the pod set whole, towards on-demand
-        if not spot_ok:
-            od = nominal
+        od = _on_demand(snapshot, project.name, quota, override) if spot_ok else nominal
         pool_spot = nominal - od
         on_demand += od
         spot += pool_spot
@@ -264,12 +278,13 @@ class RiskModel:
         """Per project with deadlines, its pending workloads' least slack (`_slack`)."""
         self._jobs: dict[tuple[str, str], tuple[Job, ...]] = {}
         """Built when an estimate needs them: most projects' estimates are carried."""
+        self._counted: dict[tuple[str, str], int] = {}
+        """How many of `_jobs` count toward their deadline, counted as they are built."""
         self._capacities: dict[tuple[str, tuple[str, int] | None], Capacity] = {}
-        """Per split (not shared by `with_quotas`): see `_capacity`."""
-        self._job_of: dict[int, tuple[WorkloadView, Job, Job]] = {}
-        """id(view) -> the view and its job, not counting and counting: each deadline of a
-        project, its queue wait and its slacks read the same workloads. (The view is kept with
-        them, so its id is not reused while the entry stands.)"""
+        """Per split: see `_capacity` (`with_quotas` keeps those of projects it leaves as
+        they were)."""
+        self._job_of: dict[str, dict[int, tuple[Job, Job]]] = {}
+        """Per project, id(view) -> its job, not counting and counting (`_jobs_by_view`)."""
         self._cutoffs: dict[tuple[str, str], float] = {}
         self._answers: dict[tuple[str, str, int], dict[str, float]] = {}
         self._by_capacity: dict[tuple[str, str, Capacity], Estimate] = {}
@@ -310,15 +325,24 @@ class RiskModel:
         key = (project, deadline.name)
         if key not in self._jobs:
             ordered = self._queue(project)[: self.snapshot.max_jobs]
-            self._jobs[key] = tuple(self._job(w, project, _counts(w, deadline)) for w in ordered)
+            counted = [_counts(w, deadline) for w in ordered]
+            jobs = self._jobs_by_view(project)
+            self._jobs[key] = tuple(jobs[id(w)][c] for w, c in zip(ordered, counted, strict=True))
+            self._counted[key] = sum(counted)
         return self._jobs[key]
 
-    def _job(self, workload: WorkloadView, project: str, counts: bool) -> Job:
-        found = self._job_of.get(id(workload))
+    def _jobs_by_view(self, project: str) -> dict[int, tuple[Job, Job]]:
+        """id(view) -> the job of each of the project's unfinished workloads, not counting and
+        counting (index by whether it counts): each deadline of a project, its queue wait and
+        its slacks read the same workloads, so they are made once, all at once. (`by_project`
+        holds the views, so their ids stand while this does.)"""
+        found = self._job_of.get(project)
         if found is None:
-            found = (workload, *_as_jobs(workload, self.snapshot, project))
-            self._job_of[id(workload)] = found
-        return found[2] if counts else found[1]
+            snapshot = self.snapshot
+            found = self._job_of[project] = {
+                id(w): _as_jobs(w, snapshot, project) for w in self.by_project[project]
+            }
+        return found
 
     def _queue(self, name: str) -> list[WorkloadView]:
         if name not in self._queues:
@@ -351,8 +375,16 @@ class RiskModel:
         other._queues = self._queues
         other._slacks = self._slacks
         other._jobs = self._jobs
+        other._counted = self._counted
         other._job_of = self._job_of
-        other._capacities = {}
+        # A project's capacity reads only its own quotas: those whose split is the same keep
+        # theirs, so the reports after a decision recompute only the projects it moved.
+        moved = {
+            key[0]
+            for key in self.snapshot.quotas.keys() | quotas.keys()
+            if self.snapshot.quotas.get(key) != quotas.get(key)
+        }
+        other._capacities = {k: v for k, v in self._capacities.items() if k[0] not in moved}
         other._cutoffs = self._cutoffs
         other._answers = {}
         other._by_capacity = self._by_capacity
@@ -411,8 +443,24 @@ class RiskModel:
         key = (project.name, override)
         found = self._capacities.get(key)
         if found is None:
-            found = self._capacities[key] = project_capacity(self.snapshot, project, override)
+            if override is not None and self._unchanged_by(project, override):
+                found = self._capacity(project)  # shared with the reports and the waits
+            else:
+                found = project_capacity(self.snapshot, project, override)
+            self._capacities[key] = found
         return found
+
+    def _unchanged_by(self, project: TrainingProject, override: tuple[str, int]) -> bool:
+        """Whether `override` leaves the project's split as it is (the search asks about the
+        current share of every project first)."""
+        if not spot_allowed(self.snapshot.policy_set, project):
+            return True
+        return all(
+            _on_demand(self.snapshot, project.name, quota, override)
+            == _on_demand(self.snapshot, project.name, quota, None)
+            for quota in project.spec.quotas
+            if quota.pool == override[0]
+        )
 
     def _open_deadlines(self, project: TrainingProject) -> list[Deadline]:
         """Deadlines still ahead: capacity bought now cannot help one that has passed, so only
@@ -444,6 +492,9 @@ class RiskModel:
 
     def _counting(self, project: str, deadline: Deadline) -> int:
         """Unfinished workloads counting toward a deadline (of those an estimate takes)."""
+        known = self._counted.get((project, deadline.name))
+        if known is not None:
+            return known
         ordered = self.by_project[project]
         if self.snapshot.max_jobs is not None:
             ordered = self._queue(project)[: self.snapshot.max_jobs]
@@ -498,7 +549,8 @@ class RiskModel:
                 out[project.name] = kept[1]
                 continue
             workloads = self._queue(project.name)
-            jobs = [self._job(w, project.name, False) for w in workloads]
+            of_view = self._jobs_by_view(project.name)
+            jobs = [of_view[id(w)][0] for w in workloads]
             pending = [w.gpus for w in workloads if w.pending]
             new_gpus = sorted(pending)[len(pending) // 2] if pending else 1
             usable = capacity.on_demand_gpus + capacity.spot_gpus * capacity.spot_availability
@@ -536,10 +588,11 @@ class RiskModel:
         self._slacks[project.name] = out
         now = self.snapshot.now
         open_deadlines = self._open_deadlines(project)
+        of_view = self._jobs_by_view(project.name)
         for workload in self.by_project[project.name]:
             if not workload.pending:
                 continue
-            remaining = self._job(workload, project.name, True).mean_seconds
+            remaining = of_view[id(workload)][1].mean_seconds
             slacks = [
                 self._cutoffs[(project.name, d.name)] - now - remaining
                 for d in open_deadlines

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times
+from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times, job_fields
 
 
 @dataclass(frozen=True)
@@ -95,12 +95,30 @@ def _without_sampling(problem: WaitProblem) -> WaitEstimate | None:
     return None
 
 
-def _durations(jobs: Sequence[Sequence[Job]], *, samples: int, seed: int) -> np.ndarray:
-    """Sampled runtimes (queue, job, sample) of queues of one length."""
-    mean = np.array([[max(j.mean_seconds, 1.0) for j in queue] for queue in jobs])
-    sigma = np.array([[max(j.sigma, 0.0) for j in queue] for queue in jobs])
-    z = _normal_draws(seed, samples, len(jobs[0]))
-    out: np.ndarray = np.exp((np.log(mean) - sigma**2 / 2)[:, :, None] + sigma[:, :, None] * z)
+_GPUS, _MEAN, _SIGMA, _RUNNING = (
+    Job._fields.index(f) for f in ("gpus", "mean_seconds", "sigma", "running")
+)
+"""Columns of `_fields`."""
+
+
+def _fields(queues: Sequence[Sequence[Job]]) -> np.ndarray:
+    """Queues of one length as (queue, job, field) in `Job`'s field order, running jobs first
+    (each side in its queue order): one conversion instead of a loop per field."""
+    fields = job_fields(queues, len(queues[0]))
+    order = np.argsort(fields[:, :, _RUNNING] == 0, axis=1, kind="stable")
+    out: np.ndarray = np.take_along_axis(fields, order[:, :, None], axis=1)
+    return out
+
+
+def _durations(fields: np.ndarray, *, samples: int, seed: int) -> np.ndarray:
+    """Sampled runtimes (queue, job, sample) of queues of one length (`_fields`)."""
+    mean = np.maximum(fields[:, :, _MEAN], 1.0)
+    sigma = np.maximum(fields[:, :, _SIGMA], 0.0)
+    z = _normal_draws(seed, samples, fields.shape[1])
+    # In place: a new array of this size costs fresh pages, more than the arithmetic.
+    out: np.ndarray = sigma[:, :, None] * z
+    out += (np.log(mean) - sigma**2 / 2)[:, :, None]
+    np.exp(out, out=out)
     return out
 
 
@@ -108,12 +126,10 @@ def _behind_pending(problems: Sequence[WaitProblem], *, samples: int, seed: int)
     """Sampled waits (queue, sample) of queues of one length with work pending: the new
     workload waits behind the pending work, which drains through what the running work
     leaves free."""
-    ordered = [
-        [j for j in p.jobs if j.running] + [j for j in p.jobs if not j.running] for p in problems
-    ]
-    durations = _durations(ordered, samples=samples, seed=seed)
-    gpus = np.array([[float(j.gpus) for j in queue] for queue in ordered])
-    running = np.array([[j.running for j in queue] for queue in ordered])
+    fields = _fields([p.jobs for p in problems])
+    durations = _durations(fields, samples=samples, seed=seed)
+    gpus = fields[:, :, _GPUS]
+    running = fields[:, :, _RUNNING] != 0
     columns = int(running.sum(axis=1).max())
     queued = np.matmul(np.where(running, 0.0, gpus)[:, None, :], durations)[:, 0, :]
     capacity = np.array([float(p.capacity_gpus) for p in problems])
@@ -132,8 +148,9 @@ def _until_freed(problem: WaitProblem, *, samples: int, seed: int) -> np.ndarray
     running workloads finish to free the GPUs the new one needs."""
     jobs = problem.jobs
     needed = problem.new_gpus - (problem.capacity_gpus - sum(j.gpus for j in jobs))
-    durations = _durations([jobs], samples=samples, seed=seed)[0].T
-    gpus = np.array([float(j.gpus) for j in jobs])
+    fields = job_fields([jobs], len(jobs))
+    durations = _durations(fields, samples=samples, seed=seed)[0].T
+    gpus = fields[0, :, _GPUS]
     order = np.argsort(durations, axis=1)
     freed = np.cumsum(gpus[order], axis=1)
     first = np.argmax(freed >= needed, axis=1)
