@@ -28,7 +28,7 @@ pass's state as data; the same function runs in the controller, `plan` and the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -144,10 +144,13 @@ class _Quota:
     targets: Mapping[str, float]
 
 
-def _quotas(policy_set: PolicySet, pool: str) -> list[_Quota]:
+def _quotas(policy_set: PolicySet, pool: str, only: Collection[str] | None = None) -> list[_Quota]:
+    """The pool's projects the mix decides for (of those in `only`, when given)."""
     out = []
     raise_at = policy_set.policy.spec.risk.raise_threshold
     for project, quota in policy_set.quotas_in(pool):
+        if only is not None and project.name not in only:
+            continue
         nominal = quota.nominal_gpus
         if nominal == 0 or not project.spec.deadlines:
             continue
@@ -621,7 +624,7 @@ def fit_shares(
 ) -> dict[str, int]:
     """Held shares trimmed to `room` on-demand GPUs, the highest tier served first (what a
     shift that waits for work to drain can render of them now)."""
-    return _fit(shares, _quotas(policy_set, pool), room)
+    return _fit(shares, _quotas(policy_set, pool, only=shares.keys()), room) if shares else {}
 
 
 def _fit(shares: Mapping[str, int], quotas: list[_Quota], room: int) -> dict[str, int]:
