@@ -11,6 +11,8 @@ collection of what it returns.
 The collector is process-wide: a pass in one thread pauses it for the others, for the length of
 a pass, and what they make meanwhile is collected once it resumes. Passes that overlap (the
 loop and an `explain` request) share one pause, which ends when the last of them does.
+
+The controller process also collects its young objects less often (`for_a_watch_cache`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,24 @@ class _Pause:
 
 
 _PAUSE = _Pause()
+
+
+YOUNG_COLLECTION_ALLOCATIONS = 10_000
+"""Net allocations between young collections in the controller process (Python's default is
+700). The watch cache holds every object the controller reads as a decoded JSON tree (some two
+million objects at 1,000 projects and 10,000 Workloads), and every watch event replaces one.
+At the default a full collection walked all of it about every 70,000 allocations that lived:
+ten of them, 1.8 s of CPU, by the end of the first pass at that size, each 0.1-0.2 s. With
+this, one (`bench/bench_scale.py`: ready in 28 s where it took 29-31 s, a pass under churn 0.79
+s at the median where it took 0.86 s, the same RSS). The trees hold no cycles; what garbage
+does is collected as before, only later."""
+
+
+def for_a_watch_cache() -> None:
+    """Collect young objects every `YOUNG_COLLECTION_ALLOCATIONS` net allocations (the older
+    generations' thresholds as they are)."""
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, middle, old)
 
 
 def collector_paused() -> AbstractContextManager[None]:

@@ -97,3 +97,66 @@ def test_a_new_replica_says_it_does_not_lead_until_the_loop_says_so() -> None:
     assert series(metrics)["quartermaster_leader"] == [{}]
     _, _, body = metrics.render()
     assert b"quartermaster_leader 0.0" in body
+
+
+def by_deadline(metrics: Metrics, name: str) -> dict[str, float]:
+    """The series of `name`, by their deadline label."""
+    _, _, body = metrics.render()
+    return {
+        sample.labels["deadline"]: sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+SLACK = "quartermaster_deadline_slack_seconds"
+RENAMED = load_policy_set(
+    [
+        ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
+        (
+            "vision.yaml",
+            project_doc(
+                "vision",
+                quotas=[{"pool": "a100", "nominalGpus": 32}],
+                deadlines=[{"name": "launch", "at": "2027-03-01T00:00:00Z"}],
+            ),
+        ),
+    ]
+)
+
+
+def test_a_series_the_next_plan_drops_is_removed_and_comes_back_when_reported_again() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+    renamed = plan_capacity(
+        Observation(
+            RENAMED, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
+        )
+    )
+
+    metrics.update(RENAMED, renamed)
+    assert list(by_deadline(metrics, SLACK)) == ["launch"]
+
+    metrics.update(POLICY_SET, PLAN)
+    assert by_deadline(metrics, SLACK) == {"release": PLAN.deadlines[0].estimate.slack_seconds}
+
+
+def test_a_series_set_again_reads_its_new_value() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+    later = plan_capacity(
+        Observation(
+            POLICY_SET,
+            states={},
+            workloads=[],
+            node_claims=[],
+            history=History(),
+            now=FIXED_NOW + 3600,
+        )
+    )
+
+    metrics.update(POLICY_SET, later)
+
+    assert by_deadline(metrics, SLACK) == {"release": later.deadlines[0].estimate.slack_seconds}
+    assert later.deadlines[0].estimate.slack_seconds != PLAN.deadlines[0].estimate.slack_seconds

@@ -2,9 +2,10 @@
 
 The pause is only free if a pass makes no reference cycles (reference counting then frees all
 it drops), so that is asserted on real passes: the example policy with boosts on, over several
-worlds and a pass that raises. The pause itself: on during nothing, off during a pass, back on
+worlds and a pass that raises. The pause itself: off during a pass, back on
 after one (also when it raises), left off for a caller that turned it off, and shared by passes
-that overlap in two threads until the last of them ends.
+that overlap in two threads until the last of them ends. The controller process's young
+collections come less often.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.collector import collector_paused, pausing_collector
+from controller.collector import (
+    YOUNG_COLLECTION_ALLOCATIONS,
+    collector_paused,
+    for_a_watch_cache,
+    pausing_collector,
+)
 from controller.decide.observation import History, Observation
 from controller.decide.plan import plan_capacity
 from tests.unit.decide.test_plan import BOOSTING, CRUNCH, FIXED_NOW, background
@@ -109,3 +115,13 @@ def test_overlapping_passes_share_one_pause_until_the_last_ends() -> None:
     thread.join()
     assert during == [False]
     assert gc.isenabled()
+
+
+def test_the_controller_process_collects_young_objects_less_often() -> None:
+    before = gc.get_threshold()
+    try:
+        for_a_watch_cache()
+        assert gc.get_threshold() == (YOUNG_COLLECTION_ALLOCATIONS, before[1], before[2])
+        assert before[0] < YOUNG_COLLECTION_ALLOCATIONS
+    finally:
+        gc.set_threshold(*before)
