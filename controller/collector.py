@@ -63,9 +63,10 @@ YOUNG_COLLECTION_ALLOCATIONS = 10_000
 million objects at 1,000 projects and 10,000 Workloads), and every watch event replaces one.
 At the default a full collection walked all of it about every 70,000 allocations that lived:
 ten of them, 1.8 s of CPU, by the end of the first pass at that size, each 0.1-0.2 s. With
-this, one (`bench/bench_scale.py`: ready in 28 s where it took 29-31 s, a pass under churn 0.79
-s at the median where it took 0.86 s, the same RSS). The trees hold no cycles; what garbage
-does is collected as before, only later."""
+this, one (`bench/bench_scale.py`, 5 runs each: ready in 27.1-27.7 s where it took 29.0-30.6
+s, the controller's CPU 9.9-10.3 s where it was 12.3-12.4 s, a pass under churn 0.79-0.84 s at
+the median where it took 0.85-0.88 s, the same RSS). The trees hold no cycles; what garbage
+there is gets collected as before, only later."""
 
 
 def for_a_watch_cache() -> None:
