@@ -554,8 +554,7 @@ class _Inputs:
 def _finishes(given: _Inputs) -> FloatArray:
     """When each problem's deadline work is done, per problem and sample (seconds from now)."""
     jobs = given.jobs
-    # (problem, job, sample) from here on.
-    # The (problem, job, sample) arrays are worked on in place: each new one of that size
+    # (problem, job, sample) from here on, worked on in place: each new array of that size
     # costs fresh pages from the system, which had taken more time than the arithmetic.
     mu = (np.log(jobs.mean) - jobs.sigma**2 / 2).astype(np.float32)
     duration = jobs.sigma.astype(np.float32)[:, :, None] * given.z
@@ -655,6 +654,7 @@ _CAPACITY = operator.attrgetter(
 
 
 def _inputs(problems: Sequence[Problem], *, now: float, samples: int, seed: int) -> _Inputs:
+    """The group's problems as arrays, with every draw its samples take."""
     counts = [len(p.jobs) for p in problems]
     width = max(1, *counts)
     batch = len(problems)
