@@ -31,7 +31,7 @@ import itertools
 import math
 import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -325,15 +325,8 @@ class _Batch:
     valid: npt.NDArray[np.bool_]
 
     def take(self, rows: npt.NDArray[np.intp] | slice) -> _Batch:
-        return _Batch(
-            gpus=self.gpus[rows],
-            mean=self.mean[rows],
-            sigma=self.sigma[rows],
-            running=self.running[rows],
-            checkpoint=self.checkpoint[rows],
-            counts=self.counts[rows],
-            valid=self.valid[rows],
-        )
+        """Some problems' rows of every field."""
+        return _Batch(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 _PADDING = Job(

@@ -9,30 +9,40 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api.loader import load_policy_set
+from controller.api.policy_set import PolicySet
 from controller.decide.observation import History, Observation
-from controller.decide.plan import plan_capacity
+from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.metrics import Metrics
 from tests.builders import policy_doc, pool_doc, project_doc
 
 FIXED_NOW = 1_800_000_000.0
-POLICY_SET = load_policy_set(
-    [
-        ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
-        (
-            "vision.yaml",
-            project_doc(
-                "vision",
-                quotas=[{"pool": "a100", "nominalGpus": 32}],
-                deadlines=[{"name": "release", "at": "2027-03-01T00:00:00Z"}],
+
+
+def policy_set(deadline: str) -> PolicySet:
+    """One project, vision, with one deadline of this name."""
+    return load_policy_set(
+        [
+            ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
+            (
+                "vision.yaml",
+                project_doc(
+                    "vision",
+                    quotas=[{"pool": "a100", "nominalGpus": 32}],
+                    deadlines=[{"name": deadline, "at": "2027-03-01T00:00:00Z"}],
+                ),
             ),
-        ),
-    ]
-)
-PLAN = plan_capacity(
-    Observation(
-        POLICY_SET, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
+        ]
     )
-)
+
+
+def plan_for(policies: PolicySet, now: float = FIXED_NOW) -> CapacityPlan:
+    return plan_capacity(
+        Observation(policies, states={}, workloads=[], node_claims=[], history=History(), now=now)
+    )
+
+
+POLICY_SET = policy_set("release")
+PLAN = plan_for(POLICY_SET)
 
 
 def series(metrics: Metrics) -> dict[str, list[dict[str, str]]]:
@@ -111,29 +121,13 @@ def by_deadline(metrics: Metrics, name: str) -> dict[str, float]:
 
 
 SLACK = "quartermaster_deadline_slack_seconds"
-RENAMED = load_policy_set(
-    [
-        ("policy.yaml", policy_doc(pools=[pool_doc(warmPool={"minGpus": 8, "maxGpus": 16})])),
-        (
-            "vision.yaml",
-            project_doc(
-                "vision",
-                quotas=[{"pool": "a100", "nominalGpus": 32}],
-                deadlines=[{"name": "launch", "at": "2027-03-01T00:00:00Z"}],
-            ),
-        ),
-    ]
-)
+RENAMED = policy_set("launch")
 
 
 def test_a_series_the_next_plan_drops_is_removed_and_comes_back_when_reported_again() -> None:
     metrics = Metrics()
     metrics.update(POLICY_SET, PLAN)
-    renamed = plan_capacity(
-        Observation(
-            RENAMED, states={}, workloads=[], node_claims=[], history=History(), now=FIXED_NOW
-        )
-    )
+    renamed = plan_for(RENAMED)
 
     metrics.update(RENAMED, renamed)
     assert list(by_deadline(metrics, SLACK)) == ["launch"]
@@ -145,16 +139,7 @@ def test_a_series_the_next_plan_drops_is_removed_and_comes_back_when_reported_ag
 def test_a_series_set_again_reads_its_new_value() -> None:
     metrics = Metrics()
     metrics.update(POLICY_SET, PLAN)
-    later = plan_capacity(
-        Observation(
-            POLICY_SET,
-            states={},
-            workloads=[],
-            node_claims=[],
-            history=History(),
-            now=FIXED_NOW + 3600,
-        )
-    )
+    later = plan_for(POLICY_SET, FIXED_NOW + 3600)
 
     metrics.update(POLICY_SET, later)
 
