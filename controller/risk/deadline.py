@@ -385,23 +385,39 @@ def _delivered_spot(
     return np.where((availability <= 0.0)[:, None], 0.0, delivered)
 
 
-@lru_cache(maxsize=1024)
+def draw_rows(width: int) -> int:
+    """How many jobs' rows of draws to make for a problem of `width` jobs: a power of two, at
+    least 64, so the arrays held stay within twice the widest problem seen."""
+    return max(64, 1 << max(width - 1, 0).bit_length())
+
+
 def _job_draws(seed: int, samples: int, width: int) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Runtime and interruption draws, and the interruption draws' `interruption_floor`, each
-    (job, sample); alike for every problem of the same width, so cached. (Drawn as (sample,
-    job), the order the stream has always been read in.)"""
-    rng = np.random.default_rng(seed)
-    normal = np.ascontiguousarray(rng.standard_normal((samples, width), dtype=np.float32).T)
-    uniform = np.ascontiguousarray(rng.random((samples, width), dtype=np.float32).T)
+    (job, sample), alike for every problem of the same width.
+
+    Drawn job by job, so a problem reads the first `width` rows of one array per seed and
+    sample count. A cache per width held an array for every queue length a process ever met:
+    up to 3 GB once queues of 1 to 1,000 jobs had been seen, growing with the cluster.
+    """
+    normal, uniform, floor = _job_rows(seed, samples, draw_rows(width))
+    return normal[:width], uniform[:width], floor[:width]
+
+
+@lru_cache(maxsize=8)
+def _job_rows(seed: int, samples: int, rows: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    normal = np.random.default_rng([seed, 2]).standard_normal((rows, samples), dtype=np.float32)
+    uniform = np.random.default_rng([seed, 3]).random((rows, samples), dtype=np.float32)
     floor = interruption_floor(uniform)
     for array in (normal, uniform, floor):
         array.flags.writeable = False
     return normal, uniform, floor
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _spot_draws(seed: int, samples: int, availability: float, concentration: float) -> FloatArray:
-    """The delivered share of spot per sample, from its own stream so any width shares it."""
+    """The delivered share of spot per sample, from its own stream so any width shares it.
+    (A project's availability is its pools' weighted by its spot GPUs, so it moves with the
+    mix: at most 1,024 are kept, 4 MiB at 500 samples.)"""
     rng = np.random.default_rng([seed, 1])
     spot: FloatArray = _delivered_spot(
         rng, np.array([availability]), np.array([concentration]), samples

@@ -86,7 +86,7 @@ def cutoff(deadline: Deadline, now: float) -> float:
     return _next_cutoff(deadline.schedule, deadline.time_zone or "UTC", now)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _next_cutoff(schedule: str, zone: str, now: float) -> float:
     """Projects share a few schedules (a monthly release, a weekly review): a pass works
     each out once."""

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times, job_fields
+from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times, draw_rows, job_fields
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,15 @@ def estimate_waits(
     return [e for e in out if e is not None]
 
 
-@lru_cache(maxsize=1024)
 def _normal_draws(seed: int, samples: int, width: int) -> np.ndarray:
-    """What a fresh generator of `seed` draws first, (job, sample): alike for every queue of
-    `width` jobs. (Drawn as (sample, job), the order the stream has always been read in.)"""
-    draws = np.ascontiguousarray(np.random.default_rng(seed).standard_normal((samples, width)).T)
+    """Standard normal draws (job, sample), alike for every queue of `width` jobs: the first
+    rows of one array per seed and sample count (see `deadline._job_draws`)."""
+    return _normal_rows(seed, samples, draw_rows(width))[:width]
+
+
+@lru_cache(maxsize=8)
+def _normal_rows(seed: int, samples: int, rows: int) -> np.ndarray:
+    draws = np.random.default_rng(seed).standard_normal((rows, samples))
     draws.flags.writeable = False
     return draws
 

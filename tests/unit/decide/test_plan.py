@@ -411,21 +411,31 @@ def test_pending_counts() -> None:
 # -------------------------------------------------------------------- state carry-over
 
 
+def with_lower_threshold(policy_set: PolicySet, threshold: float) -> PolicySet:
+    spec = policy_set.policy.spec
+    risk = replace(spec.risk, lower_threshold=threshold)
+    policy = replace(policy_set.policy, spec=replace(spec, risk=risk))
+    return PolicySet(policy, policy_set.projects)
+
+
 def test_states_carry_the_decision_over_passes() -> None:
     world = CRUNCH + background(3)
+    # The crunch's risk at 32 on-demand GPUs is about 0.05, the example's lower threshold, so
+    # which side of it the samples land on is chance: a threshold of 0.1 puts it clearly under.
+    policy_set = with_lower_threshold(EXAMPLE, 0.1)
 
-    first = plan(world)
-    second = plan(world, states=first.states, now=FIXED_NOW + 600)
-    fresh = plan(world, now=FIXED_NOW + 600)
-    third = plan(world, states=second.states, now=FIXED_NOW + 660)
-    fourth = plan(world, states=third.states, now=FIXED_NOW + 1200)
+    first = plan(world, policy_set=policy_set)
+    second = plan(world, policy_set=policy_set, states=first.states, now=FIXED_NOW + 600)
+    fresh = plan(world, policy_set=policy_set, now=FIXED_NOW + 600)
+    third = plan(world, policy_set=policy_set, states=second.states, now=FIXED_NOW + 660)
+    fourth = plan(world, policy_set=policy_set, states=third.states, now=FIXED_NOW + 1200)
 
     a100 = [{d.pool: d for d in p.decisions}["a100"] for p in (first, second, fresh, third, fourth)]
     assert (a100[0].action, a100[0].reason) == (Action.HOLD, Reason.EVALUATION_WINDOW)
     assert a100[0].state.raise_since == FIXED_NOW
     # One window later the same episode raises: up one step of 16 from the floor of 16, which
-    # brings the crunch under its target (risk 0.04), so the raise timer stops and the lower
-    # one starts.
+    # brings the crunch under the lower threshold (risk about 0.05), so the raise timer stops
+    # and the lower one starts.
     assert a100[1].action == Action.RAISE
     assert (a100[1].previous, a100[1].target) == (16, 32)
     assert (a100[1].state.raise_since, a100[1].state.lower_since) == (None, FIXED_NOW + 600)
@@ -441,7 +451,12 @@ def test_states_carry_the_decision_over_passes() -> None:
         Reason.EVALUATION_WINDOW,
         32,
     )
-    # Ten minutes on, the deadline nearer, its risk (0.07) sits between the thresholds: the
-    # pool keeps what it raised, inside the cooldown and without lowering.
-    assert (a100[4].action, a100[4].previous, a100[4].target) == (Action.HOLD, 32, 32)
+    # Ten minutes on the lower threshold's window has run, but the cooldown (30 minutes from
+    # the raise) has not: the pool keeps what it raised.
+    assert (a100[4].action, a100[4].reason, a100[4].previous, a100[4].target) == (
+        Action.HOLD,
+        Reason.COOLDOWN,
+        32,
+        32,
+    )
     assert a100[4].state.assignments == {"vision-research": 16}
