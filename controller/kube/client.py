@@ -168,6 +168,19 @@ class KubeClient:
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self._streams_lock = threading.Lock()
         self._watches_closed = False
+        # One for every request: tenacity keeps a call's state per thread, and a Retrying made
+        # per request was a reference cycle (its actions are its own bound methods) left for
+        # the cyclic collector, hundreds a minute.
+        self._retrying = Retrying(
+            retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.retryable),
+            wait=self._wait,
+            stop=stop_any(
+                stop_after_delay(self.retry.max_delay_seconds), stop_when_set(self.cancelled)
+            ),
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -324,17 +337,7 @@ class KubeClient:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request, retried while its error is transient, up to the policy's deadline."""
-        retrying = Retrying(
-            retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.retryable),
-            wait=self._wait,
-            stop=stop_any(
-                stop_after_delay(self.retry.max_delay_seconds), stop_when_set(self.cancelled)
-            ),
-            sleep=self._sleep,
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
-        return retrying(self._send, method, path, **kwargs)
+        return self._retrying(self._send, method, path, **kwargs)
 
     # ------------------------------------------------------------------ verbs
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:

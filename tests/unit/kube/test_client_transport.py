@@ -29,12 +29,14 @@ POLICY = {"apiVersion": "quartermaster.dev/v1alpha1", "kind": "CapacityPolicy"}
 def breaking_server(broken: int) -> Iterator[tuple[str, list[int]]]:
     """(url, answered): the first `broken` answers are cut short; `answered` counts all."""
     answered: list[int] = []
+    counting = threading.Lock()  # the server answers each connection in its own thread
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = json.dumps({**POLICY, "metadata": {"name": "gpu-fleet"}}).encode()
-            cut = len(answered) < broken
-            answered.append(1)
+            with counting:
+                cut = len(answered) < broken
+                answered.append(1)
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
