@@ -19,6 +19,8 @@ all of them from the API server. Kueue (`pkg/cache`), Karpenter (`state.Cluster`
   least the server's Retry-After. A reflector thread never dies before shutdown: a dead one
   would leave its store stale while readiness said all was well.
 - Every change calls `notify`, which wakes the reconcile loop.
+- Objects are kept without `metadata.managedFields`, except those of the kinds whose ownership
+  a pass reads (`kinds.OWNERSHIP_READ_KINDS`): most of a busy object's bytes, read by nothing.
 - `Cache.snapshot()` builds an `Observed`, what one pass works on, from the stores without a
   request. A store never changes a dict it holds (an event replaces it), so a snapshot stays as
   it was taken while events keep arriving. Nothing may change the dicts of a snapshot.
@@ -226,7 +228,7 @@ class Store:
         if event.type not in ("ADDED", "MODIFIED", "DELETED"):
             raise ValueError(f"{self.source.kind.kind}: unknown watch event type {event.type!r}")
         key = _key(obj)
-        self._typed(obj)
+        obj = self._typed(obj)
         with self._lock:
             self._resource_version = str(
                 (obj.get("metadata") or {}).get("resourceVersion") or self._resource_version
@@ -244,7 +246,22 @@ class Store:
             return True
 
     def _typed(self, obj: Object) -> Object:
-        """The object with its apiVersion and kind, which list items leave out."""
+        """The object as kept: with its apiVersion and kind, which list items leave out, and
+        without managedFields unless a pass reads them.
+
+        managedFields are most of what a much-written object holds (an entry per manager, each
+        a tree of the fields it owns), and nothing but the hand-over reads them. Kept, they are
+        the bulk of the cache and of the small objects every watch event replaces, which is
+        what the process's memory grows with (client-go's informers drop them the same way).
+        """
+        meta = obj.get("metadata")
+        if (
+            isinstance(meta, dict)
+            and "managedFields" in meta
+            and self.source.kind not in kinds.OWNERSHIP_READ_KINDS
+        ):
+            # A new metadata dict: the object may be a write's answer its caller still reads.
+            obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
         obj.setdefault("apiVersion", self.source.kind.api_version)
         obj.setdefault("kind", self.source.kind.kind)
         return obj
@@ -265,7 +282,7 @@ class Store:
             held = self._objects.get(key)
             if not (self._listed and behind) or (held is not None and _newer(held, obj)):
                 return False
-            self._objects[key] = obj
+            self._objects[key] = self._typed(obj)
             self._items = None
             return True
 

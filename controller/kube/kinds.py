@@ -69,6 +69,9 @@ MANAGED_KINDS: tuple[Kind, ...] = (
 # listed and watched there alone, so the controller needs no cluster-wide rights on
 # Deployments: a ClusterRole that can write any Deployment could run any image anywhere.
 CONTROLLER_NAMESPACE_KINDS: frozenset[Kind] = frozenset({DEPLOYMENT, SCALED_OBJECT})
+OWNERSHIP_READ_KINDS: frozenset[Kind] = frozenset({DEPLOYMENT})
+"""Kinds whose `metadata.managedFields` a pass reads (the create-only hand-over, see
+`reconcile/diff.py`). Every other kind's cached objects leave them out."""
 _BY_API_KIND = {
     (k.api_version, k.kind): k
     for k in (

@@ -13,6 +13,7 @@ from controller import names
 from controller.kube import kinds
 from controller.kube.cache import Source, Store, controller_sources, observed_from
 from controller.kube.client import WatchEvent
+from controller.reconcile.diff import CREATE_ONLY
 
 NS = "team-a"
 WORKLOADS = Source(kinds.WORKLOAD)
@@ -123,6 +124,53 @@ def test_objects_from_a_watch_and_a_list_carry_their_api_version_and_kind() -> N
     assert {(o["apiVersion"], o["kind"]) for o in store.items()} == {
         (kinds.WORKLOAD.api_version, kinds.WORKLOAD.kind)
     }
+
+
+MANAGED_FIELDS = [
+    {
+        "manager": "kueue",
+        "operation": "Update",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:admission": {}}},
+    }
+]
+
+
+def with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "managedFields": list(MANAGED_FIELDS)}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "want_kept"),
+    [
+        pytest.param(kinds.WORKLOAD, False, id="a Workload, read for its queue and state only"),
+        pytest.param(kinds.CLUSTER_QUEUE, False, id="a managed kind without a hand-over"),
+        pytest.param(kinds.DEPLOYMENT, True, id="the warm pool, whose replicas are handed over"),
+    ],
+)
+@pytest.mark.parametrize("way", ["list", "watch", "write"])
+def test_managed_fields_are_kept_only_for_the_kinds_whose_ownership_a_pass_reads(
+    kind: kinds.Kind, want_kept: bool, way: str
+) -> None:
+    store = Store(Source(kind))
+    held = {"metadata": {"name": "a", "namespace": NS, "resourceVersion": "5"}}
+    store.replace([with_managed_fields(held)] if way == "list" else [held], "5")
+    changed = with_managed_fields(
+        {"metadata": {"name": "a", "namespace": NS, "resourceVersion": "9"}}
+    )
+    if way == "watch":
+        assert store.apply(WatchEvent("MODIFIED", changed)) is True
+    elif way == "write":
+        assert store.record(changed) is True
+        # The write's answer is its caller's: recording it does not change it.
+        assert changed["metadata"]["managedFields"] == MANAGED_FIELDS
+    (kept,) = store.items()
+    assert ("managedFields" in kept["metadata"]) is want_kept
+    assert kept["metadata"]["name"] == "a"
+
+
+def test_the_kinds_that_keep_managed_fields_are_those_with_a_create_only_hand_over() -> None:
+    assert {k for k in kinds.MANAGED_KINDS if k.kind in CREATE_ONLY} == kinds.OWNERSHIP_READ_KINDS
 
 
 @pytest.mark.parametrize(
