@@ -19,7 +19,7 @@ import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import cache, lru_cache
+from functools import cache
 
 from controller.api.cron import next_after, parse_cron
 from controller.api.policy_set import PolicySet
@@ -86,12 +86,31 @@ def cutoff(deadline: Deadline, now: float) -> float:
     return _next_cutoff(deadline.schedule, deadline.time_zone or "UTC", now)
 
 
-@lru_cache(maxsize=256)
+_CUTOFFS: dict[tuple[str, str], tuple[float, float]] = {}
+"""(schedule, zone) -> (the clock it was worked out at, the next cutoff after it)."""
+CUTOFFS_KEPT = 1024
+"""Schedules held at once; more than a policy names, so the bound only stops a runaway."""
+
+
 def _next_cutoff(schedule: str, zone: str, now: float) -> float:
-    """Projects share a few schedules (a monthly release, a weekly review): a pass works
-    each out once."""
+    """The schedule's next cutoff after `now`, worked out again only once it has passed.
+
+    Projects share a few schedules (a monthly release, a weekly review), and the next cutoff is
+    the same for every clock from the one it was worked out at until the cutoff itself: so it
+    is kept per schedule, not per pass. (Keyed by the pass's clock, a cache gained an entry
+    every pass, held long after, and never hit across passes.) A clock that went back works it
+    out again.
+    """
+    key = (schedule, zone)
+    held = _CUTOFFS.get(key)
+    if held is not None and held[0] <= now < held[1]:
+        return held[1]
     moment = datetime.fromtimestamp(now, UTC)
-    return next_after(parse_cron(schedule), moment, _zone(zone)).timestamp()
+    found = next_after(parse_cron(schedule), moment, _zone(zone)).timestamp()
+    if len(_CUTOFFS) >= CUTOFFS_KEPT:
+        _CUTOFFS.clear()
+    _CUTOFFS[key] = (now, found)
+    return found
 
 
 def project_workloads(
