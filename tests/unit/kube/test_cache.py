@@ -202,8 +202,19 @@ def test_a_recorded_write_is_not_undone_by_the_older_event_that_follows() -> Non
     store.record(workload("a", 20, step=2))
     assert store.apply(WatchEvent("MODIFIED", workload("a", 15, step=1))) is False
     assert state(store) == [(NS, "a", "2")]
-    assert store.apply(WatchEvent("MODIFIED", workload("a", 20, step=2))) is True
+    held = store.items()[0]
+    # The write's own event: nothing new, and the copy recorded stays.
+    assert store.apply(WatchEvent("MODIFIED", workload("a", 20, step=2))) is False
+    assert store.items()[0] is held
+    assert store.resource_version == "20"
     assert store.apply(WatchEvent("DELETED", workload("a", 21, step=2))) is True
+    assert state(store) == []
+
+
+def test_a_deletion_at_the_version_held_still_deletes() -> None:
+    store = listed(workload("a", 5))
+    store.record(workload("a", 20, step=2))
+    assert store.apply(WatchEvent("DELETED", workload("a", 20, step=2))) is True
     assert state(store) == []
 
 
