@@ -28,7 +28,7 @@ from typing import TextIO
 
 import yaml
 
-from controller import __version__, allocator, collector, logs, names
+from controller import __version__, collector, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
 from controller.api.semantics import policy_warnings
@@ -239,7 +239,6 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     logs.configure(json={"json": True, "console": False}.get(args.log_format))
     collector.for_a_watch_cache()
-    allocator.give_large_blocks_back()
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     try:
         client = KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
