@@ -259,9 +259,10 @@ class Store:
         without managedFields unless a pass reads them.
 
         managedFields are most of what a much-written object holds (an entry per manager, each
-        a tree of the fields it owns), and nothing but the hand-over reads them. Kept, they are
-        the bulk of the cache and of the small objects every watch event replaces, which is
-        what the process's memory grows with (client-go's informers drop them the same way).
+        a tree of the fields it owns), and nothing but the hand-over reads them. Kept, they
+        were more than half of the cache (in the soak 2.5 of its 4.5 MB, and 27,500 of its
+        49,700 objects, replaced with every watch event). client-go's informers drop them the
+        same way.
         """
         meta = obj.get("metadata")
         if (
