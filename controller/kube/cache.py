@@ -167,12 +167,6 @@ def _newer(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     return a is not None and b is not None and a > b
 
 
-def _same_version(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
-    """Whether both are the same version of an object: a version names one state of it."""
-    a = _version(one)
-    return a is not None and a == _version(other)
-
-
 class Store:
     """One collection's objects as last listed and watched, and whether that view is current."""
 
@@ -240,11 +234,13 @@ class Store:
                 (obj.get("metadata") or {}).get("resourceVersion") or self._resource_version
             )
             held = self._objects.get(key)
-            if held is not None and _newer(held, obj):
-                return False  # our own later write, recorded already
-            if held is not None and event.type != "DELETED" and _same_version(held, obj):
-                # Our own write's event: it brings nothing new, and the copy recorded stays.
-                return False
+            was, now = (_version(held), _version(obj)) if held is not None else (None, None)
+            if was is not None and now is not None:
+                if was > now:
+                    return False  # our own later write, recorded already
+                if was == now and event.type != "DELETED":
+                    # Our own write's event: it brings nothing new, and the copy recorded stays.
+                    return False
             if event.type == "DELETED":
                 if held is None:
                     return False
