@@ -767,6 +767,7 @@ class Replay:
         return not self.running and at - self.last_activity_time > STALL_SECONDS
 
     def _result(self, wall: float) -> RunResult:
+        launch = self._launch_seconds()
         outcomes = [
             JobOutcome(
                 job_id=j.spec.job_id,
@@ -791,6 +792,7 @@ class Replay:
                     delays=j.delays,
                     admissible=j.first_start is not None or j.admitted_at is not None,
                 ),
+                launch_seconds=launch.get(j.spec.project),
             )
             for j in self.jobs
         ]
@@ -812,6 +814,19 @@ class Replay:
                 for name, pool in self.pools.items()
             },
         )
+
+    def _launch_seconds(self) -> dict[str, float]:
+        """Per project, the shortest provisioning latency of the pools it has quota in."""
+        out: dict[str, float] = {}
+        for project in self.policy_set.projects:
+            latencies = [
+                float(self.pools[q.pool].provisioning_latency_seconds)
+                for q in project.spec.quotas
+                if q.pool in self.pools
+            ]
+            if latencies:
+                out[project.name] = min(latencies)
+        return out
 
     def _risk_records(self) -> list[RiskRecord]:
         """Each estimate with its outcome: did every workload counting toward the deadline

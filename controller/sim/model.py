@@ -68,6 +68,9 @@ class JobOutcome:
     """Seconds lost to each cause (`CAUSES` but infeasible): what attribution weighs."""
     cause: str | None = None
     """Why it missed its deadline (one of `CAUSES`); None when it met it or had none."""
+    launch_seconds: float | None = None
+    """How long a node of its project's pools takes to launch (the shortest provisioning
+    latency among them); None in results saved before the engine recorded it."""
 
     @property
     def met(self) -> bool | None:
@@ -78,6 +81,26 @@ class JobOutcome:
     @property
     def wait(self) -> float | None:
         return None if self.first_start is None else self.first_start - self.submit
+
+    @property
+    def slack(self) -> float | None:
+        """Seconds to spare at submit: deadline minus submit minus its runtime (negative when
+        its runtime alone ends after the deadline); None without a deadline."""
+        if self.deadline is None or self.gpus <= 0:
+            return None
+        return self.deadline - self.submit - self.work_gpu_seconds / self.gpus
+
+    @property
+    def tighter_than_launch(self) -> bool:
+        """Whether only a node already up could have met its deadline: it was feasible at
+        submit, with less slack than a new node takes to launch. Such misses are what warm
+        capacity (or idle room on running nodes) buys back, and no mix of capacity types can."""
+        slack = self.slack
+        return (
+            slack is not None
+            and self.launch_seconds is not None
+            and 0.0 <= slack < self.launch_seconds
+        )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ Definitions, stated once because a figure is only as useful as its definition:
   (`JobOutcome.cause`, one of `model.CAUSES`; `controller.sim.attribution` says how it is
   chosen), so a tier's causes add up to its misses. A missed outcome without a cause (a result
   saved before the engine gave causes) is attributed here by the same rule from its own delays.
+- **Tighter than a node launch**: a job whose deadline was feasible at submit but left it less
+  slack than its pool's provisioning latency; only a node already up could start it in time.
+  Counted per tier (`TierFigures.tight`, `tight_missed`) beside the causes, not as one.
 - **Peak against the ceiling**: per pool, the most GPUs the run had provisioned at once, and
   the pool's ceiling (the GPUs its quotas promise, at most its maxGpus); a run whose peak
   exceeds it is flagged.
@@ -89,6 +92,10 @@ class TierFigures:
     """Seconds, over the started jobs; None when none started."""
     misses_by_cause: Mapping[str, int] = field(default_factory=dict)
     """Every cause in `CAUSES` order -> the missed deadlines it caused; adds up to `missed`."""
+    tight: int = 0
+    """Jobs whose deadline only a node already up could meet (`JobOutcome.tighter_than_launch`)."""
+    tight_missed: int = 0
+    """The part of `missed` that was tighter than a node launch."""
 
     @property
     def hit_rate(self) -> float | None:
@@ -229,7 +236,7 @@ def miss_cause(outcome: JobOutcome) -> str | None:
 def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
     """Deadline hits, their misses' causes and waits over `outcomes` (the caller picks the
     tier's jobs)."""
-    jobs = with_deadline = met = unfinished = 0
+    jobs = with_deadline = met = unfinished = tight = tight_missed = 0
     waits: list[float] = []
     causes = dict.fromkeys(CAUSES, 0)
     for outcome in outcomes:
@@ -242,6 +249,9 @@ def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
             cause = miss_cause(outcome)
             if cause is not None:
                 causes[cause] += 1
+            if outcome.tighter_than_launch:
+                tight += 1
+                tight_missed += not hit
         wait = outcome.wait
         if wait is not None:
             waits.append(wait)
@@ -258,6 +268,8 @@ def tier_figures(tier: str, outcomes: Iterable[JobOutcome]) -> TierFigures:
         wait_p90=p90,
         wait_p99=p99,
         misses_by_cause=causes,
+        tight=tight,
+        tight_missed=tight_missed,
     )
 
 
@@ -367,6 +379,10 @@ def tier_document(figures: TierFigures) -> dict[str, Any]:
             "p50": figures.wait_p50,
             "p90": figures.wait_p90,
             "p99": figures.wait_p99,
+        },
+        "tighter_than_a_node_launch": {
+            "with_deadline": figures.tight,
+            "missed": figures.tight_missed,
         },
     }
 
@@ -612,6 +628,23 @@ def cause_table(figures: Sequence[RunFigures], tier: str, *, markdown: bool) -> 
     return table(header, rows, markdown=markdown)
 
 
+def tight_table(figures: Sequence[RunFigures], *, markdown: bool) -> list[str]:
+    """Per run and tier, the deadlines tighter than a node launch: missed / such jobs, and
+    their share of all the run's misses."""
+    tiers = [*_tier_names(figures), ALL_TIERS]
+    header = ["run", *tiers, "share of misses"]
+    rows = []
+    for run in figures:
+        cells = [run.name]
+        for tier in tiers:
+            found = _safe_tier(run, tier)
+            cells.append("-" if found is None else f"{found.tight_missed}/{found.tight}")
+        missed = run.overall.missed
+        cells.append(f"{100.0 * run.overall.tight_missed / missed:.1f} %" if missed else "-")
+        rows.append(cells)
+    return table(header, rows, markdown=markdown)
+
+
 def cause_table_by_tier(figures: Sequence[RunFigures], *, markdown: bool) -> list[str]:
     """Every run's missed deadlines by cause, a row per run and tier (every tier, then all)."""
     tiers = [*_tier_names(figures), ALL_TIERS]
@@ -740,6 +773,17 @@ def render_markdown(
     for tier in [ALL_TIERS, *_tier_names(figures)]:
         lines += ["", f"### {'all tiers' if tier == ALL_TIERS else tier}", ""]
         lines += cause_table(figures, tier, markdown=True)
+    lines += [
+        "",
+        "### Deadlines tighter than a node launch",
+        "",
+        "Missed / jobs whose slack at submit (deadline - submit - runtime) was at least 0 but "
+        "less than their pool's provisioning latency: only a node already up could start them "
+        "in time, so no mix of spot and on-demand can save them; warm capacity, or room left "
+        "on running nodes, can. Their misses are counted under the causes above as well.",
+        "",
+        *tight_table(figures, markdown=True),
+    ]
     lines += [
         "",
         "## Peak GPUs against the pool ceiling",

@@ -126,6 +126,32 @@ def test_a_warm_node_takes_work_without_provisioning_latency(
     assert sample_at(result, 500).gpus_in_use["spot"] == warm_gpus, "placeholders use the node"
 
 
+@pytest.mark.parametrize(
+    ("warm", "met", "cause"),
+    [
+        pytest.param({"minGpus": 8, "maxGpus": 8}, True, None, id="a warm node meets it"),
+        pytest.param(
+            {"minGpus": 0, "maxGpus": 0}, False, "waited for a node", id="a node launch misses it"
+        ),
+    ],
+)
+def test_a_deadline_tighter_than_a_node_launch_is_met_only_on_a_node_already_up(
+    warm: dict[str, int], met: bool, cause: str | None
+) -> None:
+    """Slack 50 s (deadline 1000 + 1000 + 50) against a 100 s launch: started at its submit
+    on the warm node it finishes at 2000, in time; on a new node at 2100, 50 s late. Either
+    way the report counts it as tighter than a launch, and as missed only without the node."""
+    spec = RunSpec("policy", "policy", sample_interval=50)
+    tight = job("a", submit=1000, duration=1000, deadline=1000 + 1000 + LATENCY / 2)
+    result = replay(policy(vision(16), warmPool=warm), [tight], spec)
+
+    got = outcomes(result)["a"]
+    assert (got.slack, got.launch_seconds, got.tighter_than_launch) == (LATENCY / 2, LATENCY, True)
+    assert (got.met, got.cause) == (met, cause)
+    overall = run_figures(result).overall
+    assert (overall.tight, overall.tight_missed) == (1, 0 if met else 1)
+
+
 # --------------------------------------------------------------------------- gang jobs
 
 

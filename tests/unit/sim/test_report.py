@@ -347,14 +347,16 @@ def test_markdown_summary_has_a_table_per_figure_and_says_how_jobs_were_assigned
     assert "1.2 s" in text and "80 MiB" in text
     assert "![cost_by_capacity_type.png](cost_by_capacity_type.png)" in text
     table_rows = [line for line in text.splitlines() if line.startswith("| on-demand-only")]
-    assert len(table_rows) == 7, (
+    assert len(table_rows) == 8, (
         "a row in the hits, waits and cost tables, the three cause tables (all tiers, "
-        "production, research) and the ceiling table; none in wall time"
+        "production, research), the tighter-than-a-launch table and the ceiling table; none "
+        "in wall time"
     )
     for heading in (
         "## Why deadlines were missed",
         "### all tiers",
         "### production",
+        "### Deadlines tighter than a node launch",
         "## Peak GPUs against the pool ceiling",
     ):
         assert heading in text
@@ -460,6 +462,62 @@ def test_misses_by_cause_per_tier_add_up_to_the_misses(tier: str, expected: dict
 )
 def test_the_cause_of_a_miss(job: JobOutcome, cause: str | None) -> None:
     assert miss_cause(job) == cause
+
+
+LAUNCH = 300.0
+
+
+@pytest.mark.parametrize(
+    ("job", "slack", "tight"),
+    [
+        pytest.param(
+            outcome("t", "p", work=100.0, deadline=100.0 + 299.0), 299.0, True, id="299 s < 300"
+        ),
+        pytest.param(outcome("z", "p", work=100.0, deadline=100.0), 0.0, True, id="no slack"),
+        pytest.param(
+            outcome("l", "p", work=100.0, deadline=100.0 + LAUNCH), LAUNCH, False, id="a launch"
+        ),
+        pytest.param(
+            outcome("i", "p", work=100.0, deadline=99.0), -1.0, False, id="infeasible: not tight"
+        ),
+        pytest.param(
+            outcome("g", "p", gpus=2, work=200.0, deadline=200.0),
+            100.0,
+            True,
+            id="runtime is work over GPUs: 100 s, leaving 100 s",
+        ),
+        pytest.param(outcome("n", "p"), None, False, id="no deadline"),
+    ],
+)
+def test_a_deadline_tighter_than_a_node_launch(
+    job: JobOutcome, slack: float | None, tight: bool
+) -> None:
+    timed = replace(job, launch_seconds=LAUNCH)
+    assert (timed.slack, timed.tighter_than_launch) == (slack, tight)
+    assert not job.tighter_than_launch, "a result saved without the launch time says nothing"
+
+
+def test_tight_deadlines_counted_per_tier_and_in_summary_json_and_markdown() -> None:
+    jobs = [
+        outcome("tight-met", "production", work=100.0, finish=150.0, deadline=200.0),
+        outcome("tight-missed", "production", work=100.0, finish=500.0, deadline=200.0),
+        outcome("loose-missed", "research", work=100.0, finish=900.0, deadline=800.0),
+        outcome("no-deadline", "research", work=100.0, finish=900.0),
+    ]
+    result = RunResult(name="policy", outcomes=[replace(j, launch_seconds=LAUNCH) for j in jobs])
+    runs = figures_for_runs([result], tiers=["production", "research"])
+    got = {t.tier: (t.tight, t.tight_missed) for t in (*runs[0].tiers, runs[0].overall)}
+    assert got == {"production": (2, 1), "research": (0, 0), ALL_TIERS: (2, 1)}
+    parsed = json.loads(render_json(summary_document(runs, context={})))
+    deadlines = parsed["runs"]["policy"]["deadlines"]
+    assert deadlines["production"]["tighter_than_a_node_launch"] == {
+        "with_deadline": 2,
+        "missed": 1,
+    }
+    text = render_markdown(
+        runs, title="t", inputs=[], assignment="", policy="", measurements=[], plots=[]
+    )
+    assert "| policy |        1/2 |      0/0 | 1/2 |          50.0 % |" in text
 
 
 def test_the_hand_built_result_with_no_causes_still_adds_up() -> None:
