@@ -302,6 +302,7 @@ class Controller:
         self.stop_event.set()
         self.cache.stop()
         self.cache.join(timeout=5)
+        self.reconciler.close()
         if self.elector is not None:
             self.elector.stop(release=True)
         log.info("controller_stopped", identity=self.options.identity)

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from itertools import groupby
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
 import structlog
 
@@ -57,6 +55,7 @@ from controller.reconcile.status import (
     status_changed,
 )
 from controller.reconcile.validation import ClusterValidation, validate_cluster
+from controller.reconcile.writers import WritePool
 from controller.render.desired import Rendered
 from controller.render.kueue import applied_quotas
 from controller.risk.model import project_workloads
@@ -65,8 +64,6 @@ from controller.risk.workloads import WorkloadView, workload_view
 
 log = structlog.get_logger(__name__)
 
-R = TypeVar("R")
-T = TypeVar("T")
 DEFAULT_WRITE_WORKERS = 8
 """Writes in flight at once (creates of one kind, project statuses, priority boosts): a first
 pass at 1,000 projects writes 7,500 times; 8 at once readied it in 38 s against a 2-core
@@ -328,46 +325,6 @@ def _phase_timer(phases: dict[str, float]) -> Callable[[str], None]:
     return mark
 
 
-def _each_kind_in_parallel(
-    objects: Sequence[KubeObject],
-    write: Callable[[KubeObject], R],
-    *,
-    workers: int,
-    serial: Callable[[KubeObject], bool] = lambda _: False,
-) -> list[R]:
-    """`write` each object, up to `workers` at once within a kind and kind after kind.
-
-    A first pass creates thousands of objects, and one at a time it waits a round trip and
-    the server's admission for each (85 s for 4,000). Kinds stay in their order (flavors and
-    cohorts before the queues that name them); within a kind, writes are independent.
-    Results come back in the objects' order; the first exception is raised once every write
-    of its kind has ended. A kind holding a `serial` object is written one at a time.
-    """
-    out: list[R] = []
-    for _, group in groupby(objects, key=lambda o: str(o.get("kind"))):
-        batch = list(group)
-        if workers <= 1 or len(batch) == 1 or any(serial(obj) for obj in batch):
-            out.extend(write(obj) for obj in batch)
-            continue
-        out.extend(_in_parallel(batch, write, workers=workers))
-    return out
-
-
-def _in_parallel(items: Sequence[T], write: Callable[[T], R], *, workers: int) -> list[R]:
-    """`write` each of `items` (independent writes), up to `workers` at once.
-
-    Results come back in the items' order; the first exception is raised once every write
-    has ended (not `pool.map`: its iterator cancels the writes not yet started when one
-    raises, so which objects were written would depend on thread timing).
-    """
-    if workers <= 1 or len(items) <= 1:
-        return [write(item) for item in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="write") as pool:
-        futures = [pool.submit(write, item) for item in items]
-        wait(futures)
-    return [future.result() for future in futures]
-
-
 class Reconciler:
     """Converges the cluster on the policy; one `reconcile()` is one full pass."""
 
@@ -396,7 +353,7 @@ class Reconciler:
         self.history = history
         self.seed = seed
         self.record = record
-        self.write_workers = write_workers
+        self.writes = WritePool(write_workers)
         self._finished_seen: set[tuple[str, str]] = set()
         self._views: VersionMemo[frozenset[str], WorkloadView] = VersionMemo(workload_view)
         self._readers = Readers(
@@ -410,6 +367,10 @@ class Reconciler:
         self._validated: tuple[tuple[tuple[Any, Any], ...], ClusterValidation] | None = None
         self._plan: CapacityPlan | None = None
         """The last pass's plan: it stands for the next pass when nothing it read changed."""
+
+    def close(self) -> None:
+        """Let the write threads end (a pass still running writes in its own thread)."""
+        self.writes.close()
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
@@ -619,11 +580,8 @@ class Reconciler:
             return 1, int(handed is not None and attempt(handed, partial(self._hand_over, handed)))
 
         # Deployments go one by one: each create and its hand-over are written back to back.
-        for created, handed_over in _each_kind_in_parallel(
-            plan.creates,
-            create,
-            workers=self.write_workers,
-            serial=lambda obj: ref(obj) in hand_overs,
+        for created, handed_over in self.writes.each_kind(
+            plan.creates, create, serial=lambda obj: ref(obj) in hand_overs
         ):
             result.created += created
             result.handed_over += handed_over
@@ -780,7 +738,7 @@ class Reconciler:
             log.info("priority_boost", workload=workload, boosted=bool(meta["annotations"]))
             return True
 
-        done = _in_parallel(bodies, boost, workers=self.write_workers)
+        done = self.writes.map(bodies, boost)
         writes = sum(done)
         refused = len(done) - writes
         self._boosts_settled = settled if not writes and not refused else None
@@ -918,10 +876,8 @@ class Reconciler:
             changed.append(_StatusWrite(live, status, inputs, project_outcome, errors))
 
         # The writes go out together (each its own object); what follows them, in order.
-        sent = _in_parallel(
-            changed,
-            lambda w: self._send_status(kinds.TRAINING_PROJECT, w.live, w.status),
-            workers=self.write_workers,
+        sent = self.writes.map(
+            changed, lambda w: self._send_status(kinds.TRAINING_PROJECT, w.live, w.status)
         )
         for write, written in zip(changed, sent, strict=True):
             live, name = write.live, write.live["metadata"]["name"]

@@ -1,4 +1,5 @@
-"""Creates of one kind go out together, kind after kind (`_each_kind_in_parallel`)."""
+"""Writes of one kind go out together, kind after kind, on threads kept from batch to batch
+(`WritePool`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.kube import kinds
-from controller.reconcile.reconciler import _each_kind_in_parallel
+from controller.reconcile.writers import WritePool
 
 from .test_quiet_pass import world as quiet_world
 
@@ -47,7 +48,7 @@ def test_writes_of_a_kind_overlap_and_kinds_keep_their_order() -> None:
     work = objects("ResourceFlavor", 3) + objects("ClusterQueue", 8) + objects("LocalQueue", 5)
     record = Recorder(barrier_kind="ClusterQueue", parties=4)
 
-    results = _each_kind_in_parallel(work, record, workers=4)
+    results = WritePool(4).each_kind(work, record)
 
     assert results == [o["metadata"]["name"] for o in work]
     assert record.most_in_flight["ClusterQueue"] == 4
@@ -74,7 +75,7 @@ def test_writes_of_a_kind_overlap_and_kinds_keep_their_order() -> None:
 def test_one_at_a_time(workers: int, serial_kind: str | None, most: int) -> None:
     work = objects("Deployment", 6)
     record = Recorder()
-    _each_kind_in_parallel(work, record, workers=workers, serial=lambda o: o["kind"] == serial_kind)
+    WritePool(workers).each_kind(work, record, serial=lambda o: o["kind"] == serial_kind)
     assert record.most_in_flight["Deployment"] == most
     assert [e for e, _, _ in record.log] == ["start", "end"] * 6
 
@@ -95,8 +96,50 @@ def test_a_failed_write_is_raised_after_its_kind_and_stops_the_next_kinds() -> N
             written.append(name)
 
     with pytest.raises(RuntimeError, match="refused"):
-        _each_kind_in_parallel(work, write, workers=3)
+        WritePool(3).each_kind(work, write)
     assert sorted(written) == [f"clusterqueue-{i}" for i in range(1, 6)]
+
+
+def write_threads() -> set[int]:
+    return {t.ident or 0 for t in threading.enumerate() if t.name.startswith("write")}
+
+
+def test_batches_share_the_same_threads_and_close_ends_them() -> None:
+    """Every batch of every pass runs on the threads the first batch started: a pass no longer
+    starts and ends threads (the soak's thread count followed whichever batch was in flight)."""
+    pool = WritePool(4)
+    seen: list[set[int]] = []
+    lock = threading.Lock()
+    for _ in range(5):
+        record = Recorder(barrier_kind="ClusterQueue", parties=4)  # 4 threads, every batch
+        idents: set[int] = set()
+
+        def write(obj: Doc, record: Recorder = record, idents: set[int] = idents) -> str:
+            with lock:
+                idents.add(threading.get_ident())
+            return record(obj)
+
+        names = pool.map(objects("ClusterQueue", 8), write)
+        assert names == [f"clusterqueue-{i}" for i in range(8)]
+        seen.append(idents)
+
+    assert len(seen[0]) == 4
+    assert all(idents == seen[0] for idents in seen)
+    assert write_threads() >= seen[0]  # alive between batches, named as write threads
+
+    pool.close()
+    for thread in [t for t in threading.enumerate() if t.ident in seen[0]]:
+        thread.join(timeout=30)
+    assert not write_threads() & seen[0]
+    # Closed, a batch is still written, in the caller's thread.
+    callers: set[int] = set()
+
+    def write_in_caller(item: int) -> int:
+        callers.add(threading.get_ident())
+        return item
+
+    assert pool.map([1, 2, 3], write_in_caller) == [1, 2, 3]
+    assert callers == {threading.get_ident()}
 
 
 def test_a_first_pass_sends_project_statuses_and_boosts_together() -> None:
