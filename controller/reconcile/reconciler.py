@@ -369,7 +369,7 @@ class Reconciler:
         """The last pass's plan: it stands for the next pass when nothing it read changed."""
 
     def close(self) -> None:
-        """Let the write threads end (a pass still running writes in its own thread)."""
+        """Let the write threads end: the loop calls this once its last pass is done."""
         self.writes.close()
 
     # ------------------------------------------------------------------ observe

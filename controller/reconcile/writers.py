@@ -71,8 +71,8 @@ class WritePool:
         return out
 
     def close(self) -> None:
-        """Let the threads end once their writes have; a later batch is written in the
-        caller's thread."""
+        """Let the threads end once their writes have. The loop closes the pool after its
+        last pass; a batch sent after that is written in the caller's thread."""
         with self._lock:
             self._closed = True
             executor, self._executor = self._executor, None
@@ -80,8 +80,7 @@ class WritePool:
             executor.shutdown(wait=False)
 
     def _started(self) -> ThreadPoolExecutor | None:
-        """The threads, started on first use; none once closed (the caller's thread writes:
-        a controller shutting down still finishes the pass it is in)."""
+        """The threads, started on first use; none once closed."""
         with self._lock:
             if self._executor is None and not self._closed:
                 self._executor = ThreadPoolExecutor(
