@@ -20,6 +20,7 @@ cluster-scoped object in `default` or `kube-system`, which the constructor check
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -88,7 +89,7 @@ def object_reference(obj: Mapping[str, Any]) -> dict[str, str]:
     return reference
 
 
-@dataclass
+@dataclass(slots=True)
 class _Series:
     """One Event identity: which object on the server carries it and how often it happened."""
 
@@ -103,7 +104,26 @@ class _Series:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-_SeriesKey = tuple[tuple[tuple[str, str], ...], str, str, str, str]
+_SeriesKey = bytes
+
+
+def _series_key(
+    reference: Mapping[str, str], *, type: str, reason: str, action: str, note: str
+) -> _SeriesKey:
+    """An Event's identity (the object, type, reason, action and note) as a 16-byte digest.
+
+    The recorder keeps each identity for `SERIES_WINDOW` and only ever compares it; on a busy
+    controller that is hundreds of identities at once, each with a note of up to 1 KiB, and
+    the digest keeps none of those strings alive. Each part is length-prefixed, so no two
+    identities give the same input.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    parts = [f"{k}={v}" for k, v in sorted(reference.items())] + [type, reason, action, note]
+    for part in parts:
+        encoded = part.encode("utf-8")
+        digest.update(len(encoded).to_bytes(4, "big"))
+        digest.update(encoded)
+    return digest.digest()
 
 
 class EventRecorder:
@@ -164,7 +184,7 @@ class EventRecorder:
             return None
         note = truncate_note(note)
         now = self._wall_clock()
-        key: _SeriesKey = (tuple(sorted(reference.items())), type, reason, action, note)
+        key = _series_key(reference, type=type, reason=reason, action=action, note=note)
         series = self._track(key, reference, now)
         with series.lock:
             try:

@@ -95,3 +95,40 @@ def test_after_the_window_a_repeat_starts_a_new_event() -> None:
     assert emit(events) != first
     assert len(client.creates) == 2
     assert client.patches == []
+
+
+def test_events_differing_in_any_part_are_series_of_their_own() -> None:
+    # The recorder keeps an identity as a digest of its parts; parts run together ("a" + "bc"
+    # and "ab" + "c") must still be told apart.
+    events, client, _ = recorder()
+
+    def subject(name: str, namespace: str, uid: str = "") -> dict[str, Any]:
+        meta = {"name": name, "namespace": namespace} | ({"uid": uid} if uid else {})
+        return {"apiVersion": "v1", "kind": "Lease", "metadata": meta}
+
+    cases: list[tuple[dict[str, Any], str, str, str, str]] = [
+        (SUBJECT, "Warning", "ShiftWaiting", "Shift", "n"),
+        (SUBJECT, "Normal", "ShiftWaiting", "Shift", "n"),
+        (SUBJECT, "Warning", "ShiftDone", "Shift", "n"),
+        (SUBJECT, "Warning", "ShiftWaiting", "Lower", "n"),
+        (SUBJECT, "Warning", "ShiftWaiting", "Shift", "n2"),
+        (SUBJECT, "Warning", "ShiftWaiting", "Shift", ""),
+        (subject("a", "bc"), "Warning", "ShiftWaiting", "Shift", "n"),
+        (subject("ab", "c"), "Warning", "ShiftWaiting", "Shift", "n"),
+        (subject("ab", "c", uid="u1"), "Warning", "ShiftWaiting", "Shift", "n"),
+        (subject("ab", "c", uid="u2"), "Warning", "ShiftWaiting", "Shift", "n"),
+    ]
+    names = [
+        events.emit(obj, type=kind, reason=reason, action=action, note=note)  # type: ignore[arg-type]
+        for obj, kind, reason, action, note in cases
+    ]
+    assert len(set(names)) == len(cases)
+    assert len(client.creates) == len(cases) and client.patches == []
+
+    again = [
+        events.emit(obj, type=kind, reason=reason, action=action, note=note)  # type: ignore[arg-type]
+        for obj, kind, reason, action, note in cases
+    ]
+    assert again == names  # each one a repeat of its own series
+    assert len(client.creates) == len(cases)
+    assert [p["count"] for p in client.patches] == [2] * len(cases)
