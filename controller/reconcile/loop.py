@@ -26,6 +26,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from controller import names
 from controller.backoff import Backoff, jittered, stop_when_set
+from controller.collector import FULL_COLLECTION_SECONDS, FullCollections
 from controller.history import HistoryReader
 from controller.kube.cache import (
     DEFAULT_DISCOVERY_SECONDS,
@@ -60,6 +61,8 @@ class LoopOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     watch_seconds: int = DEFAULT_WATCH_SECONDS
     discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
+    full_collection_seconds: float = FULL_COLLECTION_SECONDS
+    """Least time between the full collections the loop makes between passes."""
 
 
 def wait_before_pass(
@@ -114,6 +117,7 @@ class Controller:
         self._last_pass_started = float("-inf")
         self._retry_at: float | None = None
         self._backoff = Backoff(initial=1.0, maximum=options.max_backoff_seconds)
+        self.collections = FullCollections(options.full_collection_seconds)
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(
@@ -199,10 +203,9 @@ class Controller:
                 self.metrics.leader.set(1.0 if leading else 0.0)
                 if not leading:
                     self.metrics.forget_plan()
-                    continue
-                if not self.cache.listed():
-                    continue  # the last store's first list wakes the loop again
-                self._pass()
+                elif self.cache.listed():  # if not, the last store's first list wakes the loop
+                    self._pass()
+                self.collections.between_passes()
         finally:
             self.shutdown()
 

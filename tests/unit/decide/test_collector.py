@@ -5,7 +5,8 @@ it drops), so that is asserted on real passes: the example policy with boosts on
 worlds and a pass that raises. The pause itself: off during a pass, back on
 after one (also when it raises), left off for a caller that turned it off, and shared by passes
 that overlap in two threads until the last of them ends. The controller process's young
-collections come less often.
+collections come less often, and a full collection comes between passes at most every
+interval.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from controller.collector import (
     YOUNG_COLLECTION_ALLOCATIONS,
+    FullCollections,
     collector_paused,
     for_a_watch_cache,
     pausing_collector,
@@ -125,3 +127,47 @@ def test_the_controller_process_collects_young_objects_less_often() -> None:
         assert before[0] < YOUNG_COLLECTION_ALLOCATIONS
     finally:
         gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize(
+    ("calls_at", "want"),
+    [
+        pytest.param([10.0, 60.0, 119.9], [], id="none before the interval has passed"),
+        pytest.param([120.0], [120.0], id="one once it has"),
+        pytest.param(
+            [130.0, 140.0, 249.0, 250.0, 251.0],
+            [130.0, 250.0],
+            id="the next an interval after the last one, not after the start",
+        ),
+        pytest.param([500.0, 500.0], [500.0], id="one however late the first call comes"),
+    ],
+)
+def test_full_collections_come_between_passes_at_most_every_interval(
+    calls_at: list[float], want: list[float]
+) -> None:
+    now = [0.0]
+    collected: list[float] = []
+
+    def collect() -> int:
+        collected.append(now[0])
+        return 0
+
+    collections = FullCollections(120.0, clock=lambda: now[0], collect=collect)
+    made = []
+    for at in calls_at:
+        now[0] = at
+        made.append(collections.between_passes())
+    assert collected == want
+    assert made.count(True) == len(want)
+
+
+def test_a_full_collection_collects_the_oldest_generation() -> None:
+    now = [0.0]
+    collections = FullCollections(120.0, clock=lambda: now[0])
+    gc.disable()  # no automatic collection in between (the fixture turns it back on)
+    before = gc.get_stats()[2]["collections"]
+    assert not collections.between_passes()
+    assert gc.get_stats()[2]["collections"] == before
+    now[0] = 120.0
+    assert collections.between_passes()
+    assert gc.get_stats()[2]["collections"] == before + 1
