@@ -161,6 +161,22 @@ def test_full_collections_come_between_passes_at_most_every_interval(
     assert made.count(True) == len(want)
 
 
+def test_a_long_full_collection_waits_a_hundred_times_its_length() -> None:
+    now = [0.0]
+
+    def collect() -> int:
+        now[0] += 3.0  # a collection of three seconds
+        return 0
+
+    collections = FullCollections(120.0, clock=lambda: now[0], collect=collect)
+    now[0] = 120.0
+    assert collections.between_passes()  # done at 123 s
+    now[0] = 123.0 + 299.0
+    assert not collections.between_passes()
+    now[0] = 123.0 + 300.0
+    assert collections.between_passes()
+
+
 def test_a_full_collection_collects_the_oldest_generation() -> None:
     now = [0.0]
     collections = FullCollections(120.0, clock=lambda: now[0])
