@@ -28,6 +28,11 @@ class ProcSample:
     """time.monotonic()."""
     rss_mib: float
     hwm_mib: float
+    anon_mib: float
+    """Anonymous resident memory (the heaps, Python's arenas, thread stacks): where a leak is."""
+    file_mib: float
+    """File-backed resident memory: code and data of the interpreter and the libraries, paged in
+    as a path first runs, which is not a leak; 0 when the kernel does not say (before 4.5)."""
     threads: int
     fds: int
     cpu_seconds: float
@@ -80,6 +85,8 @@ def sample_of(status: str, stat: str, *, fds: int, at: float) -> ProcSample:
         at=at,
         rss_mib=kib_as_mib(fields["VmRSS"]),
         hwm_mib=kib_as_mib(fields["VmHWM"]),
+        anon_mib=kib_as_mib(fields.get("RssAnon", "0 kB")),
+        file_mib=kib_as_mib(fields.get("RssFile", "0 kB")),
         threads=int(fields["Threads"].strip()),
         fds=fds,
         cpu_seconds=cpu_seconds(stat),

@@ -52,14 +52,28 @@ def test_machine_busy_time_leaves_out_idle_and_iowait() -> None:
 
 def test_a_sample_reads_memory_threads_and_cpu() -> None:
     status = (
-        "Name:\tpython3\nVmHWM:\t   92160 kB\nVmRSS:\t   81920 kB\nThreads:\t12\nSigQ:\t0/63456\n"
+        "Name:\tpython3\nVmHWM:\t   92160 kB\nVmRSS:\t   81920 kB\nRssAnon:\t   51200 kB\n"
+        "RssFile:\t   29696 kB\nRssShmem:\t    1024 kB\nThreads:\t12\nSigQ:\t0/63456\n"
     )
     stat = stat_line("python3", ppid=1, utime=400, stime=100)
     sample = sample_of(status, stat, fds=31, at=12.5)
     want_cpu = cpu_seconds(stat)
     assert sample == ProcSample(
-        at=12.5, rss_mib=80.0, hwm_mib=90.0, threads=12, fds=31, cpu_seconds=want_cpu
+        at=12.5,
+        rss_mib=80.0,
+        hwm_mib=90.0,
+        anon_mib=50.0,
+        file_mib=29.0,
+        threads=12,
+        fds=31,
+        cpu_seconds=want_cpu,
     )
+
+
+def test_a_kernel_without_the_rss_split_reads_as_zero_not_an_error() -> None:
+    status = "Name:\tpython3\nVmHWM:\t   92160 kB\nVmRSS:\t   81920 kB\nThreads:\t12\n"
+    sample = sample_of(status, stat_line("python3", ppid=1, utime=1, stime=1), fds=3, at=0.0)
+    assert (sample.rss_mib, sample.anon_mib, sample.file_mib) == (80.0, 0.0, 0.0)
 
 
 def test_a_status_value_in_kib_is_read_as_mib() -> None:
