@@ -21,6 +21,8 @@ all of them from the API server. Kueue (`pkg/cache`), Karpenter (`state.Cluster`
 - Every change calls `notify`, which wakes the reconcile loop.
 - Objects are kept without `metadata.managedFields`, except those of the kinds whose ownership
   a pass reads (`kinds.OWNERSHIP_READ_KINDS`): most of a busy object's bytes, read by nothing.
+  Workloads are kept without their pod templates but for each container's resources
+  (`projection.workload_as_kept`).
 - `Cache.snapshot()` builds an `Observed`, what one pass works on, from the stores without a
   request. A store never changes a dict it holds (an event replaces it), so a snapshot stays as
   it was taken while events keep arriving. Nothing may change the dicts of a snapshot.
@@ -56,6 +58,7 @@ from controller.backoff import jittered, stop_when_set
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError, WatchEvent
 from controller.kube.kinds import Kind
+from controller.kube.projection import workload_as_kept
 
 log = structlog.get_logger(__name__)
 
@@ -251,8 +254,9 @@ class Store:
             return True
 
     def _typed(self, obj: Object) -> Object:
-        """The object as kept: with its apiVersion and kind, which list items leave out, and
-        without managedFields unless a pass reads them.
+        """The object as kept: with its apiVersion and kind, which list items leave out,
+        without managedFields unless a pass reads them, and a Workload without what no pass
+        reads of its spec.
 
         managedFields are most of what a much-written object holds (an entry per manager, each
         a tree of the fields it owns), and nothing but the hand-over reads them. Kept, they
@@ -268,6 +272,8 @@ class Store:
         ):
             # A new metadata dict: the object may be a write's answer its caller still reads.
             obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        if self.source.kind == kinds.WORKLOAD:
+            obj = workload_as_kept(obj)
         obj.setdefault("apiVersion", self.source.kind.api_version)
         obj.setdefault("kind", self.source.kind.kind)
         return obj

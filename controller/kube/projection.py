@@ -1,0 +1,71 @@
+"""What the cache keeps of a Workload: of its spec, only what a pass reads.
+
+A Workload that Kueue makes from a Job carries the Job's whole pod template: images, commands,
+arguments, environment, volumes, probes, affinities. It is most of the object's bytes, and the
+controller reads none of it but each container's resources (`risk.workloads.pod_set_gpus`).
+Every watch event brings a new copy, decoded into thousands of small objects that stay until
+the next event for that Workload replaces them, and with thousands of Workloads that Kueue
+updates all the time the templates would be the largest thing the controller holds. client-go's
+informers make the same cut with a transform (`SetTransform`), controller-runtime's cache with
+one per kind (`cache.Options.ByObject`).
+
+What is kept, and why each is enough:
+- `metadata` whole (without managedFields, dropped for every kind the cache holds): names,
+  labels and annotations (deadlines, expected durations, boosts) are read.
+- `spec.queueName` (the LocalQueue a Workload waits in), `spec.priority` (the admission order),
+  `spec.priorityClassName`, `spec.priorityClassSource` and `spec.active` (small, and what an
+  operator reading `explain` expects to see).
+- of each pod set: `name`, `count`, `minCount`, and of each container its `name` and
+  `resources`: what `pod_set_gpus` sums.
+- `status` whole: conditions, the admission's flavors, requeue counts, past execution time.
+
+A part that is not of the shape the API gives (a spec that is not a map, a pod set that is not
+one) is kept as it came, so a reader sees exactly what it would have seen of a whole object.
+A reader of any other spec field must add it here: `tests/unit/kube/test_projection.py` holds
+every reader to the same answers on the kept and the whole object. Writes never send a cached
+Workload back (a boost is a server-side apply of our own annotations), so nothing cut here
+can be written over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+WORKLOAD_SPEC_KEPT = ("queueName", "priority", "priorityClassName", "priorityClassSource", "active")
+POD_SET_KEPT = ("name", "count", "minCount")
+CONTAINER_KEPT = ("name", "resources")
+
+
+def _kept_pod_set(pod_set: Any) -> Any:
+    if not isinstance(pod_set, Mapping):
+        return pod_set
+    template = pod_set.get("template")
+    template_spec = template.get("spec") if isinstance(template, Mapping) else None
+    kept = {k: pod_set[k] for k in POD_SET_KEPT if k in pod_set}
+    if not isinstance(template_spec, Mapping):
+        if "template" in pod_set:
+            kept["template"] = template
+        return kept
+    containers = template_spec.get("containers")
+    if isinstance(containers, list):
+        containers = [
+            {k: c[k] for k in CONTAINER_KEPT if k in c} if isinstance(c, Mapping) else c
+            for c in containers
+        ]
+    kept["template"] = {"spec": {} if containers is None else {"containers": containers}}
+    return kept
+
+
+def workload_as_kept(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workload with its spec cut to what a pass reads; a new dict, `obj` untouched."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return dict(obj)
+    kept: dict[str, Any] = {k: spec[k] for k in WORKLOAD_SPEC_KEPT if k in spec}
+    pod_sets = spec.get("podSets")
+    if pod_sets is not None:
+        kept["podSets"] = (
+            [_kept_pod_set(p) for p in pod_sets] if isinstance(pod_sets, list) else pod_sets
+        )
+    return {**obj, "spec": kept}
