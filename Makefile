@@ -90,7 +90,7 @@ bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Aliba
 
 SOAK_MINUTES ?= 60
 
-soak: controlplane prometheus ## the controller as a process under an hour of Workload churn (SOAK_MINUTES): RSS, writes, latency
+soak: controlplane prometheus ## the controller as a process under Workload churn, a 750 s warm-up then SOAK_MINUTES measured: RSS, writes, latency
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean: ## remove the venv and generated output
