@@ -12,9 +12,10 @@ one per kind (`cache.Options.ByObject`).
 What is kept, and why each is enough:
 - `metadata` whole (without managedFields, dropped for every kind the cache holds): names,
   labels and annotations (deadlines, expected durations, boosts) are read.
-- `spec.queueName` (the LocalQueue a Workload waits in), `spec.priority` (the admission order),
-  `spec.priorityClassName`, `spec.priorityClassSource` and `spec.active` (small, and what an
-  operator reading `explain` expects to see).
+- `spec.queueName` (the LocalQueue a Workload waits in) and `spec.priority` (the admission
+  order), which are read; `spec.priorityClassName`, `spec.priorityClassSource` and
+  `spec.active`, which are not yet, kept because they are a few bytes and say how Kueue
+  orders and holds the Workload.
 - of each pod set: `name`, `count`, `minCount`, and of each container its `name` and
   `resources`: what `pod_set_gpus` sums.
 - `status` whole: conditions, the admission's flavors, requeue counts, past execution time.
