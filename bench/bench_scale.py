@@ -61,6 +61,7 @@ from controller import names
 from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
+from controller.reconcile.loop import LoopOptions
 from controller.testenv.controller_process import (
     ControllerProcess,
     RunOptions,
@@ -98,7 +99,11 @@ CHANGES_PER_SECOND = 10.0
 GITOPS = "bench-gitops"
 NAMESPACE = names.DEFAULT_NAMESPACE
 READY_TIMEOUT = 600.0
-SETTLE_TIMEOUT = 300.0
+SETTLE_TIMEOUT = LoopOptions.resync_seconds + 60.0
+"""Longer than the controller's resync (300 s, the CLI's default as `LoopOptions`'): a pass that
+writes the last status wakes nothing (its own write is in the cache before its event comes), so
+when no other event comes, the pass that shows nothing is left to write is the resync's. With
+300 s it could end a second before that pass and read NOT."""
 Document = dict[str, Any]
 
 
