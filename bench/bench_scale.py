@@ -100,7 +100,7 @@ GITOPS = "bench-gitops"
 NAMESPACE = names.DEFAULT_NAMESPACE
 READY_TIMEOUT = 600.0
 SETTLE_TIMEOUT = LoopOptions.resync_seconds + 60.0
-"""Longer than the controller's resync (300 s, the CLI's default as `LoopOptions`'): a pass that
+"""Longer than the controller's resync (300 s, `LoopOptions`' default and so the CLI's): a pass that
 writes the last status wakes nothing (its own write is in the cache before its event comes), so
 when no other event comes, the pass that shows nothing is left to write is the resync's. With
 300 s it could end a second before that pass and read NOT."""

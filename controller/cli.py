@@ -463,12 +463,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--lease-duration", type=float, default=15.0, help="seconds (default %(default)s)"
     )
     run.add_argument(
-        "--resync-seconds", type=float, default=300.0, help="full resync period (default 300)"
+        "--resync-seconds",
+        type=float,
+        default=LoopOptions.resync_seconds,
+        help="full resync period (default %(default)g)",
     )
     run.add_argument(
         "--min-pass-interval",
         type=_non_negative_seconds,
-        default=2.0,
+        default=LoopOptions.min_pass_interval_seconds,
         metavar="SECONDS",
         help="least time from the start of one reconcile pass to the next, so churn (Workloads "
         "changing all the time) costs at most 60/SECONDS passes a minute (default %(default)s)",

@@ -10,8 +10,9 @@ informers make the same cut with a transform (`SetTransform`), controller-runtim
 one per kind (`cache.Options.ByObject`).
 
 What is kept, and why each is enough:
-- `metadata` whole (without managedFields, dropped for every kind the cache holds): names,
-  labels and annotations (deadlines, expected durations, boosts) are read.
+- `metadata` whole (without managedFields, which the cache drops of every kind whose
+  ownership no pass reads, Workloads among them): names, labels and annotations (deadlines,
+  expected durations, boosts) are read.
 - `spec.queueName` (the LocalQueue a Workload waits in) and `spec.priority` (the admission
   order), which are read; `spec.priorityClassName`, `spec.priorityClassSource` and
   `spec.active`, which are not yet, kept because they are a few bytes and say how Kueue
