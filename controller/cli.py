@@ -44,8 +44,9 @@ from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
 from controller.sim import run as sim_run
+from controller.sim.assign import AssignmentRule
 from controller.sim.engine import BASELINES
-from controller.sim.trace import BUSIEST_MEASURE, parse_window
+from controller.sim.trace import BUSIEST_MEASURE, parse_lead_in, parse_window
 from controller.yamlio import dump_documents, dump_per_object
 
 EXIT_OK = 0
@@ -335,6 +336,18 @@ def _seed(value: str) -> int:
     return int(value)
 
 
+def _declared_sigma(value: str) -> float:
+    try:
+        sigma = float(value)
+    except ValueError:
+        sigma = math.nan
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise argparse.ArgumentTypeError(
+            f"invalid declared sigma {value!r}: expected a finite number >= 0"
+        )
+    return sigma
+
+
 def _jobs(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"invalid jobs {value!r}: expected an integer >= 1")
@@ -346,6 +359,11 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.window:
             parse_window(args.window)
+        lead_in = parse_lead_in(args.lead_in) if args.lead_in else 0.0
+        if lead_in and not args.window:
+            raise ValueError(
+                f"--lead-in {args.lead_in}: needs --window (a whole trace has nothing before it)"
+            )
         baselines = sim_run.parse_baselines(args.baselines)
     except ValueError as exc:
         print(f"simulate: {exc}", file=err)
@@ -372,6 +390,8 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out=out,
             err=err,
             jobs=args.jobs,
+            lead_in=lead_in,
+            declared_sigma=args.declared_sigma,
         )
     except (OSError, ValueError) as exc:
         print(f"simulate: {exc}", file=err)
@@ -518,6 +538,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay only jobs submitted in START:END (e.g. 56d:70d), or busiestNd: the N whole "
         f"days with the most {BUSIEST_MEASURE}; Philly's busiest14d is days 61-74, 28,479 "
         "jobs",
+    )
+    simulate.add_argument(
+        "--lead-in",
+        metavar="TIME",
+        help="with --window: also replay the jobs submitted in this time before the window "
+        "(e.g. 14d), first, so that the window starts on a running cluster, not an empty one; "
+        "only the window's jobs are scored, and costs, mix changes and estimates count from "
+        "its start (default none)",
+    )
+    simulate.add_argument(
+        "--declared-sigma",
+        type=_declared_sigma,
+        default=AssignmentRule.expected_sigma,
+        metavar="S",
+        help="how far the runtimes jobs declare stray from their true ones: each declares its "
+        "true runtime x exp(S z), z standard normal (default %(default)s; 0 declares them "
+        "exactly). Deadlines are set from the true runtimes either way",
     )
     simulate.add_argument(
         "--baselines",

@@ -23,6 +23,11 @@ project up to four deadlines, one per 6-hour bin of its jobs' deadlines (due at 
 earliest), and each estimate uses 100 samples and a project's first 32 queued workloads: the
 bounds that keep a pass to milliseconds over months of trace.
 
+A window's replay may start with a lead-in (`scored_from`): the jobs of the days before it run
+first, so that the window opens on queues, nodes and a policy state already in motion rather
+than an empty cluster; the result holds only the window's jobs, in its time, and costs, mix
+changes, samples and estimates count from its start.
+
 Every random draw comes from generators seeded by the run's seed, so a seed gives the same
 result byte for byte.
 """
@@ -197,10 +202,17 @@ class Replay:
         *,
         seed: int = 0,
         progress: Callable[[float], None] | None = None,
+        scored_from: float = 0.0,
     ) -> None:
+        if not (math.isfinite(scored_from) and scored_from >= 0):
+            raise ValueError(f"scored_from must be a finite time >= 0, got {scored_from}")
         self.policy_set = policy_set
         self.spec = spec
         self.seed = seed
+        self.scored_from = scored_from
+        """The window's start: jobs submitted before it are the lead-in, replayed so that the
+        window starts on a cluster already running (queues, nodes, the policy's state), and
+        scored in nothing; costs, mix changes, samples and estimates count from it."""
         self.progress = progress
         self.rng = np.random.default_rng(seed)
         namespace = {p.name: p.spec.namespaces[0] for p in policy_set.projects}
@@ -282,7 +294,7 @@ class Replay:
         self.karpenter.configure(nodepools)
         self.applied = dict(rendered.quotas)
         signature = tuple(m.on_demand_gpus for m in rendered.mix)
-        if self._last_mix and signature != self._last_mix:
+        if self._last_mix and signature != self._last_mix and self.now >= self.scored_from:
             self.mix_changes += 1
         self._last_mix = signature
         self.dirty = True
@@ -536,6 +548,8 @@ class Replay:
         return -self.boost_step * urgency_level(slack)
 
     def _record_risks(self, plan: CapacityPlan) -> None:
+        if self.now < self.scored_from:
+            return
         for report in plan.deadlines:
             if report.cutoff > self.now and report.workloads:
                 self.risk_log.append(
@@ -643,15 +657,18 @@ class Replay:
             self._admitted(admission)
         for index in self.karpenter.place(now=self.now):
             self._start(index)
-        for pool in self.pools:
-            provisioned = self.karpenter.provisioned_in_pool(pool)
-            self.peak[pool] = max(self.peak[pool], provisioned)
+        if self.now >= self.scored_from:
+            for pool in self.pools:
+                provisioned = self.karpenter.provisioned_in_pool(pool)
+                self.peak[pool] = max(self.peak[pool], provisioned)
         self._bill()
 
     def _bill(self) -> None:
         for removal in self.karpenter.removed:
             node = removal.node
-            hours = (removal.at - node.launched) / 3600.0
+            # A node is billed for its time in the window: a lead-in node from the window's
+            # start, one removed before it not at all.
+            hours = max(removal.at - max(node.launched, self.scored_from), 0.0) / 3600.0
             prices = self.pools[node.pool].prices
             per_gpu = (
                 prices.spot_per_gpu_hour
@@ -688,6 +705,8 @@ class Replay:
             self._push(self.now + self.spec.sample_interval, "sample")
 
     def _sample(self) -> None:
+        if self.now < self.scored_from:
+            return
         in_use = {SPOT: 0.0, ON_DEMAND: 0.0}
         provisioned = {SPOT: 0.0, ON_DEMAND: 0.0}
         flavors: dict[Flavor, list[float]] = {}
@@ -705,7 +724,7 @@ class Replay:
         applied = self._applied_on_demand()
         self.timeline.append(
             Sample(
-                time=self.now,
+                time=self.now - self.scored_from,
                 gpus_in_use=in_use,
                 gpus_provisioned=provisioned,
                 on_demand_target=float(sum(applied.values())),
@@ -767,17 +786,24 @@ class Replay:
         return not self.running and at - self.last_activity_time > STALL_SECONDS
 
     def _result(self, wall: float) -> RunResult:
+        """The window's jobs, with times from its start (a lead-in's jobs are not scored)."""
         launch = self._launch_seconds()
+        start = self.scored_from
+
+        def shifted(at: float | None) -> float | None:
+            return None if at is None else at - start
+
+        scored = [j for j in self.jobs if j.spec.submit >= start]
         outcomes = [
             JobOutcome(
                 job_id=j.spec.job_id,
                 project=j.spec.project,
                 tier=j.spec.tier,
                 gpus=j.gpus,
-                submit=j.spec.submit,
-                first_start=j.first_start,
-                finish=j.finish,
-                deadline=j.spec.deadline,
+                submit=j.spec.submit - start,
+                first_start=shifted(j.first_start),
+                finish=shifted(j.finish),
+                deadline=shifted(j.spec.deadline),
                 work_gpu_seconds=j.gpus * j.spec.duration,
                 used_gpu_seconds=j.used,
                 lost_gpu_seconds=j.lost,
@@ -794,7 +820,7 @@ class Replay:
                 ),
                 launch_seconds=launch.get(j.spec.project),
             )
-            for j in self.jobs
+            for j in scored
         ]
         demands = pool_demands(self.policy_set)
         return RunResult(
@@ -806,7 +832,7 @@ class Replay:
             mix_changes=self.mix_changes,
             decisions=self.decisions,
             wall_seconds=wall,
-            unfinished=self.unfinished,
+            unfinished=sum(1 for j in scored if j.finish is None),
             risk_log=self._risk_records(),
             peak_provisioned=dict(self.peak),
             ceilings={
@@ -846,7 +872,7 @@ class Replay:
                 for submit, finish in members.get((project, deadline), ())
                 if submit <= at and finish > at
             )
-            out.append(RiskRecord(at, project, deadline, risk, missed))
+            out.append(RiskRecord(at - self.scored_from, project, deadline, risk, missed))
         return out
 
 
@@ -857,5 +883,8 @@ def replay(
     *,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    scored_from: float = 0.0,
 ) -> RunResult:
-    return Replay(policy_set, jobs, spec, seed=seed, progress=progress).run()
+    return Replay(
+        policy_set, jobs, spec, seed=seed, progress=progress, scored_from=scored_from
+    ).run()

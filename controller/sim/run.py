@@ -51,7 +51,7 @@ from controller.sim.report import (
 )
 from controller.sim.scenario import Demand, default_policy_set, measure_demand
 from controller.sim.sizing import policy_capacity, size_warnings
-from controller.sim.trace import Trace, describe_window, load_trace, parse_window
+from controller.sim.trace import DAY, Trace, describe_window, load_trace, parse_window
 
 DEFAULT_OUT = Path("sim-out")
 TRACES_ENV = "QUARTERMASTER_TRACES"
@@ -145,6 +145,17 @@ class Inputs:
     warnings: tuple[str, ...] = ()
     """What a reader must know before reading the figures (a policy far too small or big)."""
 
+    @property
+    def scored_from(self) -> float:
+        """The window's start on the replay's clock: the lead-in's length (0 without one)."""
+        return self.trace.lead_in
+
+    @property
+    def window_jobs(self) -> list[SimJob]:
+        """The jobs the replay scores: those submitted in the window, not the lead-in's."""
+        start = self.scored_from
+        return self.jobs if not start else [j for j in self.jobs if j.submit >= start]
+
 
 def prepare(
     trace_path: Path,
@@ -153,22 +164,27 @@ def prepare(
     window: str | None = None,
     policy_set: PolicySet | None = None,
     policy_source: str | None = None,
+    lead_in: float = 0.0,
+    declared_sigma: float = AssignmentRule.expected_sigma,
 ) -> Inputs:
     """Load the trace (in the window), size a policy to it unless one is given, assign the jobs.
 
     A given policy is checked against the trace's demand (`sizing.size_warnings`); the sized
-    one passes that check by construction.
+    one passes that check by construction. A lead-in (seconds before the window, see
+    `load_trace`) adds jobs to replay, never to the demand the policy is sized to: the same
+    window is judged with the same policy, with or without one.
 
-    Raises ValueError for an invalid window or a trace with no usable job.
+    Raises ValueError for an invalid window or lead-in, or a window with no usable job.
     """
-    trace = load_trace(trace_path, window=parse_window(window) if window else None)
-    if not trace.jobs:
+    trace = load_trace(trace_path, window=parse_window(window) if window else None, lead_in=lead_in)
+    in_window = trace.window_jobs
+    if not in_window:
         raise ValueError(f"{trace.source}: no usable job (in the window {window})")
-    demand = measure_demand(trace.jobs)
+    demand = measure_demand(in_window)
     if policy_set is None:
-        policy_set = default_policy_set(trace.jobs)
+        policy_set = default_policy_set(in_window)
         policy_source = DEFAULT_POLICY_SOURCE
-    rule = AssignmentRule(seed=seed)
+    rule = AssignmentRule(seed=seed, expected_sigma=declared_sigma)
     return Inputs(
         trace=trace,
         window_text=window,
@@ -251,21 +267,22 @@ def worker_count(runs: int, jobs: int | None = None) -> int:
     return max(1, min(runs, wanted))
 
 
-_worker_inputs: tuple[PolicySet, Sequence[SimJob]] | None = None
-"""In a worker process: the policy and jobs every run of this simulation replays."""
+_worker_inputs: tuple[PolicySet, Sequence[SimJob], float] | None = None
+"""In a worker process: the policy, jobs and window start every run of this simulation
+replays."""
 
 
-def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob]) -> None:
+def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob], scored_from: float) -> None:
     global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
-    _worker_inputs = (policy_set, jobs)
+    _worker_inputs = (policy_set, jobs, scored_from)
 
 
 def _replay_in_worker(spec: RunSpec, seed: int) -> tuple[RunResult, float, float]:
     """One run in a worker: its result, wall seconds and the worker's peak RSS so far."""
     assert _worker_inputs is not None, "the worker was started without its inputs"
-    policy_set, jobs = _worker_inputs
+    policy_set, jobs, scored_from = _worker_inputs
     started = time.perf_counter()
-    result = replay(policy_set, jobs, spec, seed=seed)
+    result = replay(policy_set, jobs, spec, seed=seed, scored_from=scored_from)
     return result, time.perf_counter() - started, peak_rss_mib()
 
 
@@ -303,7 +320,7 @@ def run_replays(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(inputs.policy_set, inputs.jobs),
+        initargs=(inputs.policy_set, inputs.jobs, inputs.scored_from),
     ) as pool:
         # Submitted in order: the policy, the longest run, starts first.
         futures = {pool.submit(_replay_in_worker, spec, seed): i for i, spec in enumerate(specs)}
@@ -331,7 +348,14 @@ def _replay_here(
     for spec in specs:
         bar = ProgressBar(err, spec.name.ljust(width), tty=tty)
         started = time.perf_counter()
-        result = replay(inputs.policy_set, inputs.jobs, spec, seed=seed, progress=bar.update)
+        result = replay(
+            inputs.policy_set,
+            inputs.jobs,
+            spec,
+            seed=seed,
+            progress=bar.update,
+            scored_from=inputs.scored_from,
+        )
         measurement = Measurement(spec.name, time.perf_counter() - started, peak_rss_mib())
         bar.finish(_finished_line(result, measurement, width))
         results.append(result)
@@ -433,7 +457,8 @@ def _policy_statement(document: dict[str, Any]) -> str:
 def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> dict[str, Any]:
     """What summary.json says about the inputs: only what the command line and files decide."""
     trace = inputs.trace
-    tiers = Counter(j.tier for j in inputs.jobs)
+    jobs = inputs.window_jobs
+    tiers = Counter(j.tier for j in jobs)
     return {
         "inputs": {
             "trace": trace.source,
@@ -443,11 +468,13 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
                 "argument": inputs.window_text,
                 "start_seconds": trace.window[0],
                 "end_seconds": trace.window[1],
+                "lead_in_seconds": trace.lead_in,
+                "lead_in_jobs": len(inputs.jobs) - len(jobs),
             },
-            "jobs": len(inputs.jobs),
+            "jobs": len(jobs),
             "skipped_rows": trace.skipped,
             "seed": seed,
-            "work_gpu_hours": sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0,
+            "work_gpu_hours": sum(j.gpus * j.duration for j in jobs) / 3600.0,
             "demand_gpus": {
                 "p95": inputs.demand.p95,
                 "mean": inputs.demand.mean,
@@ -459,7 +486,7 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
             "rule": dataclasses.asdict(inputs.rule),
             "statement": assignment_statement(inputs.rule),
             "jobs_by_tier": dict(tiers),
-            "jobs_with_deadline": sum(1 for j in inputs.jobs if j.deadline is not None),
+            "jobs_with_deadline": sum(1 for j in jobs if j.deadline is not None),
         },
         "policy": _policy_document(inputs),
         "runs_spec": {
@@ -478,11 +505,23 @@ def context_document(inputs: Inputs, specs: Sequence[RunSpec], *, seed: int) -> 
 def _inputs_lines(inputs: Inputs, *, seed: int) -> list[str]:
     trace = inputs.trace
     window = describe_window(inputs.window_text, trace.window)
-    work = sum(j.gpus * j.duration for j in inputs.jobs) / 3600.0
+    jobs = inputs.window_jobs
+    work = sum(j.gpus * j.duration for j in jobs) / 3600.0
     demand = inputs.demand
+    lead = (
+        [
+            f"lead-in: the {trace.lead_in / DAY:g} days before the window, "
+            f"{len(inputs.jobs) - len(jobs):,} jobs replayed first so that the window starts on "
+            "a running cluster; they are not scored, and costs, mix changes and estimates "
+            "count from the window's start"
+        ]
+        if trace.lead_in
+        else []
+    )
     return [
         f"trace: {trace.source} ({window})",
-        f"jobs: {len(inputs.jobs):,} ({trace.skipped:,} unusable rows skipped), "
+        *lead,
+        f"jobs: {len(jobs):,} ({trace.skipped:,} unusable rows skipped), "
         f"{work:,.0f} GPU-hours of work",
         f"demand: p95 {demand.p95:,.0f} GPUs, mean {demand.mean:,.0f}, peak {demand.peak:,.0f} "
         "(every job started at its submit, over the submit period)",
@@ -561,17 +600,27 @@ def simulate(
     err: TextIO = sys.stderr,
     tty: bool | None = None,
     jobs: int | None = None,
+    lead_in: float = 0.0,
+    declared_sigma: float = AssignmentRule.expected_sigma,
 ) -> Simulation:
     """The whole command: prepare, replay the policy and each baseline, print, write.
 
-    `baselines` are the texts `parse_baselines` returns. `jobs` caps the worker processes
+    `baselines` are the texts `parse_baselines` returns; `lead_in` the seconds before the
+    window replayed first (`prepare`); `declared_sigma` the assignment rule's spread of declared
+    runtimes (`AssignmentRule.expected_sigma`). `jobs` caps the worker processes
     (`worker_count`; 1 replays in this process). Progress goes to `err` (in this process, a
     bar when `tty`, by default when `err` is a terminal); the summary tables and the files
     written go to `out`.
     """
     started = time.perf_counter()
     inputs = prepare(
-        trace_path, seed=seed, window=window, policy_set=policy_set, policy_source=policy_source
+        trace_path,
+        seed=seed,
+        window=window,
+        policy_set=policy_set,
+        policy_source=policy_source,
+        lead_in=lead_in,
+        declared_sigma=declared_sigma,
     )
     for line in _inputs_lines(inputs, seed=seed):
         out.write(line + "\n")

@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -71,21 +71,41 @@ class Trace:
     source: str
     """The file's name, for report titles."""
     jobs: list[TraceJob]
-    """Sorted by (submit, job_id); times from the window's start when there is one."""
+    """Sorted by (submit, job_id); times from the window's start when there is one (from the
+    lead-in's start when there is a lead-in)."""
     skipped: int
     """Rows dropped as unusable: non-positive duration or GPUs, or cells that are not numbers."""
     window: tuple[float, float] | None = None
     """The window applied, in the original trace's seconds (resolved when it was the busiest)."""
+    lead_in: float = 0.0
+    """Seconds of the trace before the window that `jobs` also holds, first: the window starts
+    at this time. Never more than asked, nor than the trace holds before the window."""
+
+    @property
+    def window_jobs(self) -> list[TraceJob]:
+        """The jobs submitted in the window, the ones a replay scores."""
+        if not self.lead_in:
+            return self.jobs
+        return [j for j in self.jobs if j.submit >= self.lead_in]
 
 
-def load_trace(path: Path, *, window: Window | None = None) -> Trace:
+def load_trace(path: Path, *, window: Window | None = None, lead_in: float = 0.0) -> Trace:
     """Read a trace CSV (gzip-compressed or plain), keeping only the rows a replay can use.
 
+    With a window and a `lead_in` (seconds), the jobs submitted in that time before the window
+    are kept too, before it: a replay of a window that starts on an empty cluster measures the
+    start-up (every node launched at once, every queue filling), not the policy in the
+    window; the days before fill the cluster as it was.
+
     Raises ValueError when the file is empty or lacks a required column: that is the wrong file,
-    not a bad row.
+    not a bad row; and for a negative or infinite lead-in, or one without a window.
     """
     if isinstance(window, tuple):
         _check_window(window)
+    if not (math.isfinite(lead_in) and lead_in >= 0):
+        raise ValueError(f"invalid lead-in {lead_in}: expected a finite time >= 0")
+    if lead_in and window is None:
+        raise ValueError("a lead-in needs a window: a whole trace has nothing before it")
     jobs: list[TraceJob] = []
     skipped = 0
     with _open_text(path) as text:
@@ -133,16 +153,25 @@ def load_trace(path: Path, *, window: Window | None = None) -> Trace:
                 skipped += 1
                 continue
             append(TraceJob(job_id, submit, duration, gpus, deadline))
+    return _windowed(Trace(source=path.name, jobs=jobs, skipped=skipped), window, lead_in)
+
+
+def _windowed(read: Trace, window: Window | None, lead_in: float) -> Trace:
+    """The trace as read, cut to the window and its lead-in (never before the trace's start)."""
+    jobs = read.jobs
     resolved: tuple[float, float] | None = None
     if isinstance(window, BusiestWindow):
         resolved = busiest_window(jobs, days=window.days)
     elif window is not None:
         resolved = window
-    if resolved is not None:
-        jobs = select_window(jobs, resolved)
-    else:
+    if resolved is None:
         jobs.sort(key=_order)
-    return Trace(source=path.name, jobs=jobs, skipped=skipped, window=resolved)
+        return read
+    start, end = resolved
+    lead = min(lead_in, start)
+    return replace(
+        read, jobs=select_window(jobs, (start - lead, end)), window=resolved, lead_in=lead
+    )
 
 
 def select_window(jobs: Sequence[TraceJob], window: tuple[float, float]) -> list[TraceJob]:
@@ -233,6 +262,16 @@ def parse_window(text: str) -> Window:
     window = (start, end)
     _check_window(window, text)
     return window
+
+
+def parse_lead_in(text: str) -> float:
+    """A lead-in as the CLI writes it: seconds, or a number with a unit (s, m, h, d, w)."""
+    match = _TIME.match(text)
+    if not match:
+        raise ValueError(
+            f"invalid lead-in {text!r}: expected a non-negative time such as 3600, 12h or 3d"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def _parse_time(part: str, text: str) -> float:

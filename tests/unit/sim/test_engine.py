@@ -565,3 +565,59 @@ def test_another_seed_interrupts_at_other_times() -> None:
     assert [o.work_gpu_seconds for o in runs[4].outcomes] == [
         o.work_gpu_seconds for o in runs[5].outcomes
     ]
+
+
+# --------------------------------------------------------------------------- lead-in
+
+
+def test_a_lead_in_fills_the_cluster_but_only_the_window_is_scored() -> None:
+    """p (8 GPUs, the lead-in) runs on a node launched at 0, ready at 100, until 1100; the
+    window starts at 500, when q (16 GPUs, deadline 2500) arrives and waits for p's quota, then
+    for a second node launched at 1100: 1200-2200. Only q is scored, in the window's time
+    (start 700, finish 1700, deadline 2000), and the nodes are billed from 500: the first
+    1,700 s (500-2200), the second 1,100 s. Without the lead-in both are scored and billed
+    from their launch, and q is the same."""
+    jobs = [job("p", duration=1000), job("q", submit=500, gpus=16, deadline=2500)]
+    whole = replay(policy(), jobs, ALL_SPOT)
+    windowed = replay(policy(), jobs, ALL_SPOT, scored_from=500.0)
+    assert set(outcomes(whole)) == {"p", "q"}
+    assert whole.gpu_hours_by_capacity_type[SPOT] == pytest.approx(gpu_hours(2200, 1100))
+    got = outcomes(windowed)
+    assert list(got) == ["q"]
+    assert (got["q"].submit, got["q"].first_start, got["q"].finish, got["q"].deadline) == (
+        0.0,
+        700.0,
+        1700.0,
+        2000.0,
+    )
+    assert outcomes(whole)["q"].finish == 2200.0
+    assert windowed.gpu_hours_by_capacity_type[SPOT] == pytest.approx(gpu_hours(1700, 1100))
+    assert windowed.cost_by_capacity_type[SPOT] == pytest.approx(gpu_hours(1700, 1100))
+    assert windowed.unfinished == 0
+    # Samples from the window's start, in its time: every 250 s from 500 is 0, 250, ...
+    assert windowed.timeline[0].time == 0.0
+    assert [s.time for s in windowed.timeline] == [
+        s.time - 500.0 for s in whole.timeline if s.time >= 500.0
+    ]
+
+
+def test_mix_changes_and_estimates_count_from_the_windows_start() -> None:
+    """A fixed split renders its mix at 0: a change in a replay from 0, none in the window
+    from 800. The policy passes at 0 and every 900 s: its estimate of p's deadline at 0 is
+    recorded without the lead-in, not with it; the one at 900 is, at 100 in the window."""
+    jobs = [job("p", duration=1000, deadline=4000), job("q", submit=850, deadline=5000)]
+    assert replay(policy(), jobs, HALF).mix_changes == 1
+    assert replay(policy(), jobs, HALF, scored_from=800.0).mix_changes == 0
+    whole = replay(policy(), jobs, POLICY)
+    windowed = replay(policy(), jobs, POLICY, scored_from=800.0)
+    assert min(r.time for r in whole.risk_log) == 0.0
+    assert sorted({r.time for r in windowed.risk_log}) == sorted(
+        {r.time - 800.0 for r in whole.risk_log if r.time >= 800.0}
+    )
+    assert min(r.time for r in windowed.risk_log) == 100.0
+
+
+@pytest.mark.parametrize("scored_from", [-1.0, math.inf, math.nan])
+def test_a_window_start_must_be_a_time(scored_from: float) -> None:
+    with pytest.raises(ValueError, match="scored_from must be a finite time >= 0"):
+        replay(policy(), [job("p")], ALL_SPOT, scored_from=scored_from)

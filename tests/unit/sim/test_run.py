@@ -151,7 +151,7 @@ def test_a_worker_replays_without_importing_matplotlib(tmp_path: Path) -> None:
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=sim_run._start_worker,
-        initargs=(inputs.policy_set, inputs.jobs),
+        initargs=(inputs.policy_set, inputs.jobs, inputs.scored_from),
     ) as pool:
         result, wall, rss = pool.submit(sim_run._replay_in_worker, POLICY, 2).result()
         loaded = pool.submit(eval, MATPLOTLIB_LOADED).result()

@@ -181,8 +181,36 @@ def test_a_window_replays_only_its_jobs_from_its_start(trace: Path, tmp_path: Pa
         "argument": "6h:18h",
         "start_seconds": 21600.0,
         "end_seconds": 64800.0,
+        "lead_in_seconds": 0.0,
+        "lead_in_jobs": 0,
     }
     assert "6h:18h" in out
+    assert "lead-in" not in out
+
+
+def test_a_lead_in_replays_the_hours_before_the_window_and_scores_the_window(
+    trace: Path, tmp_path: Path
+) -> None:
+    """The same window, with its 6 hours before replayed first: the same jobs scored, the
+    same policy (sized to the window), the lead-in's jobs counted apart."""
+    runs = {}
+    for name, extra in (("alone", []), ("lead", ["--lead-in", "6h"])):
+        out_dir = tmp_path / name
+        code, out, err = simulate(
+            "--trace", str(trace), "--out", str(out_dir), "--window", "12h:24h",
+            "--baselines", "all-spot", *extra,
+        )  # fmt: skip
+        assert code == EXIT_OK, err
+        runs[name] = (summary(out_dir), out)
+    submits = [float(line.split(",")[1]) for line in trace_text().splitlines()[1:]]
+    in_window = sum(1 for t in submits if 12 * 3600 <= t < 24 * 3600)
+    before = sum(1 for t in submits if 6 * 3600 <= t < 12 * 3600)
+    (alone, _), (lead, out) = runs["alone"], runs["lead"]
+    assert alone["inputs"]["jobs"] == lead["inputs"]["jobs"] == in_window
+    assert lead["inputs"]["window"]["lead_in_seconds"] == 6 * 3600.0
+    assert lead["inputs"]["window"]["lead_in_jobs"] == before > 0
+    assert alone["policy"] == lead["policy"]
+    assert f"lead-in: the 0.25 days before the window, {before:,} jobs replayed first" in out
 
 
 def test_a_policy_directory_is_replayed_instead_of_the_default(trace: Path, tmp_path: Path) -> None:
@@ -303,6 +331,18 @@ def test_a_bare_trace_name_is_found_in_the_traces_directory(
             EXIT_INVALID,
             "no usable job",
             id="a window with no jobs cannot be replayed",
+        ),
+        pytest.param(
+            ["--lead-in", "3d"],
+            EXIT_USAGE,
+            "--lead-in 3d: needs --window",
+            id="a lead-in without a window is a usage error",
+        ),
+        pytest.param(
+            ["--window", "6h:18h", "--lead-in", "3y"],
+            EXIT_USAGE,
+            "invalid lead-in '3y': expected a non-negative time",
+            id="a lead-in that is not a time is a usage error naming it",
         ),
         pytest.param(
             ["--policy", "/nonexistent"],
@@ -477,4 +517,34 @@ def test_a_few_days_of_the_alibaba_trace(tmp_path: Path) -> None:
     assert_causes_add_up(document)
     assert sum(run["deadlines"]["all"]["missed"] for run in document["runs"].values()) > 0, (
         "some run misses a deadline, so the causes are put to the test"
+    )
+
+
+def test_declared_sigma_sets_how_far_declared_runtimes_stray(trace: Path, tmp_path: Path) -> None:
+    """0 declares every runtime exactly; the rule in summary.json says which was used."""
+    rules = {}
+    for sigma in ("0", "0.3"):
+        out_dir = tmp_path / sigma
+        code, _, err = simulate(
+            "--trace", str(trace), "--out", str(out_dir), "--baselines", "none",
+            "--declared-sigma", sigma,
+        )  # fmt: skip
+        assert code == EXIT_OK, err
+        rules[sigma] = summary(out_dir)["assignment"]["rule"]
+    assert rules["0"]["expected_sigma"] == 0.0
+    assert rules["0.3"]["expected_sigma"] == 0.3
+    assert {k: v for k, v in rules["0"].items() if k != "expected_sigma"} == {
+        k: v for k, v in rules["0.3"].items() if k != "expected_sigma"
+    }
+
+
+@pytest.mark.parametrize("sigma", ["-0.1", "inf", "nan", "wide"])
+def test_a_declared_sigma_that_is_not_a_spread_is_refused(
+    trace: Path, capsys: pytest.CaptureFixture[str], sigma: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "--trace", str(trace), "--declared-sigma", sigma])
+    assert exited.value.code == EXIT_USAGE
+    assert f"invalid declared sigma {sigma!r}: expected a finite number >= 0" in (
+        capsys.readouterr().err
     )

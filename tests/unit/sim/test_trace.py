@@ -7,6 +7,7 @@ exactly; the two real traces are then loaded whole, against the counts their REA
 from __future__ import annotations
 
 import gzip
+import math
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from controller.sim.trace import (
     busiest_window,
     describe_window,
     load_trace,
+    parse_lead_in,
     parse_window,
     select_window,
 )
@@ -203,6 +205,90 @@ def test_window_keeps_submits_inside_and_rebases(
 def test_bad_window_raises(tmp_path: Path, window: tuple[float, float]) -> None:
     with pytest.raises(ValueError, match="invalid window"):
         load_trace(windowed_trace(tmp_path), window=window)
+
+
+@pytest.mark.parametrize(
+    ("window", "lead_in", "want_lead", "want"),
+    [
+        pytest.param(
+            (250.0, 400.0),
+            150.0,
+            150.0,
+            [
+                TraceJob("b", 0, 10, 1, 300),
+                TraceJob("c", 150, 1000, 2),
+                TraceJob("d", 200, 10, 1, 250),
+            ],
+            id="the lead-in's jobs come first; times count from the lead-in's start",
+        ),
+        pytest.param(
+            (100.0, 300.0),
+            1000.0,
+            100.0,
+            [
+                TraceJob("a", 50, 10, 1),
+                TraceJob("b", 100, 10, 1, 400),
+                TraceJob("c", 250, 1000, 2),
+            ],
+            id="a lead-in longer than the trace before the window stops at the trace's start",
+        ),
+        pytest.param(
+            (100.0, 300.0),
+            0.0,
+            0.0,
+            [TraceJob("b", 0, 10, 1, 300), TraceJob("c", 150, 1000, 2)],
+            id="no lead-in is the window alone",
+        ),
+    ],
+)
+def test_lead_in_keeps_the_jobs_before_the_window(
+    tmp_path: Path,
+    window: tuple[float, float],
+    lead_in: float,
+    want_lead: float,
+    want: list[TraceJob],
+) -> None:
+    trace = load_trace(windowed_trace(tmp_path), window=window, lead_in=lead_in)
+    assert (trace.jobs, trace.window, trace.lead_in) == (want, window, want_lead)
+    # The window's own jobs are the ones a replay scores, whatever the lead-in.
+    alone = load_trace(windowed_trace(tmp_path), window=window)
+    assert [(j.job_id, j.submit - want_lead) for j in trace.window_jobs] == [
+        (j.job_id, j.submit) for j in alone.jobs
+    ]
+
+
+@pytest.mark.parametrize(
+    ("window", "lead_in", "message"),
+    [
+        pytest.param((100.0, 300.0), -1.0, "invalid lead-in -1.0", id="negative"),
+        pytest.param((100.0, 300.0), math.inf, "invalid lead-in inf", id="infinite"),
+        pytest.param(None, 3600.0, "a lead-in needs a window", id="no window"),
+    ],
+)
+def test_bad_lead_in_raises(
+    tmp_path: Path, window: tuple[float, float] | None, lead_in: float, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_trace(windowed_trace(tmp_path), window=window, lead_in=lead_in)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        pytest.param("3600", 3600.0, id="seconds"),
+        pytest.param("14d", 14 * DAY, id="days"),
+        pytest.param(" 12h ", 12 * 3600.0, id="spaces"),
+        pytest.param("0", 0.0, id="none"),
+    ],
+)
+def test_parse_lead_in(text: str, want: float) -> None:
+    assert parse_lead_in(text) == want
+
+
+@pytest.mark.parametrize("text", ["-3d", "3y", "d", "", "3d:4d"])
+def test_parse_lead_in_errors(text: str) -> None:
+    with pytest.raises(ValueError, match=f"invalid lead-in {text!r}: expected a non-negative"):
+        parse_lead_in(text)
 
 
 @pytest.mark.parametrize(
