@@ -44,7 +44,7 @@ from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
 from controller.sim import run as sim_run
-from controller.sim.assign import AssignmentRule
+from controller.sim.assign import DEADLINE_FROM, AssignmentRule
 from controller.sim.engine import BASELINES
 from controller.sim.trace import BUSIEST_MEASURE, parse_lead_in, parse_window
 from controller.yamlio import dump_documents, dump_per_object
@@ -392,6 +392,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             jobs=args.jobs,
             lead_in=lead_in,
             declared_sigma=args.declared_sigma,
+            deadline_from=args.deadlines_from,
         )
     except (OSError, ValueError) as exc:
         print(f"simulate: {exc}", file=err)
@@ -554,7 +555,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="how far the runtimes jobs declare stray from their true ones: each declares its "
         "true runtime x exp(S z), z standard normal (default %(default)s; 0 declares them "
-        "exactly). Deadlines are set from the true runtimes either way",
+        "exactly)",
+    )
+    simulate.add_argument(
+        "--deadlines-from",
+        choices=DEADLINE_FROM,
+        default=AssignmentRule.deadline_from,
+        help="which runtime a job's deadline is set from, times its slack: the true one "
+        "(every deadline then leaves room for the job's whole run, which the declared runtime "
+        "does not tell) or the declared one, as a submitter would (default %(default)s)",
     )
     simulate.add_argument(
         "--baselines",

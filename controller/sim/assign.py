@@ -22,7 +22,11 @@ an `AssignmentRule`:
    deadline when `H("deadline", seed, job_id) < deadline_share`, namely
    `submit + duration x slack`, with `slack = slack_min + H("slack", seed, job_id) x (slack_max -
    slack_min)`: a deadline as tight or loose as the slack says, relative to the job's true
-   length.
+   length. With `deadline_from="declared"`, relative to its declared length instead (5.): the
+   length its submitter knew. From the true length, every deadline leaves at least
+   `slack_min` times the job's run, which tells a model of the declared runtime something no
+   submitter could know; from the declared one, a job that runs longer than it said can miss
+   a deadline however fast it starts.
 5. Declared runtime. `expected_duration = duration x exp(expected_sigma x z)`, where z is the
    standard normal quantile of `H("expected", seed, job_id)` (plus 2^-54, which keeps it off
    0, where the quantile is infinite): what the job would declare in its
@@ -53,6 +57,8 @@ from controller.api.types import PoolQuota, TrainingProject
 from controller.sim.model import SimJob, TraceJob
 
 _STANDARD_NORMAL = NormalDist()
+DEADLINE_FROM = ("true", "declared")
+"""The runtimes a deadline can be set from (`AssignmentRule.deadline_from`)."""
 _SCALE_53 = 2.0**-53
 
 
@@ -69,6 +75,8 @@ class AssignmentRule:
     expected_sigma: float = 0.3
     """The log-normal spread of declared runtimes around the true ones; 0 declares them exactly."""
     checkpoint_seconds: float = 1800.0
+    deadline_from: str = "true"
+    """Which runtime a deadline's slack multiplies: "true" (the trace's) or "declared"."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.slack_min) and math.isfinite(self.slack_max)):
@@ -83,6 +91,11 @@ class AssignmentRule:
             raise ValueError(f"expected_sigma must be >= 0, got {self.expected_sigma}")
         if not (math.isfinite(self.checkpoint_seconds) and self.checkpoint_seconds >= 0):
             raise ValueError(f"checkpoint_seconds must be >= 0, got {self.checkpoint_seconds}")
+        if self.deadline_from not in DEADLINE_FROM:
+            raise ValueError(
+                f"deadline_from must be one of {', '.join(DEADLINE_FROM)}, "
+                f"got {self.deadline_from!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,7 @@ def assign_jobs(
     largest = min(weighted, key=lambda p: (-p.nominal, -p.reach, p.name))
     seed = rule.seed
     slack_span = rule.slack_max - rule.slack_min
+    from_declared = rule.deadline_from == "declared"
     out: list[SimJob] = []
     for job in jobs:
         key = f"{seed}:{job.job_id}".encode()
@@ -118,15 +132,15 @@ def assign_jobs(
         project = weighted[min(bisect_right(bounds, u * total), len(weighted) - 1)]
         if job.gpus > project.reach:
             project = largest
-        deadline = job.deadline
-        if deadline is None and _deadline_u(key) < rule.deadline_share:
-            slack = rule.slack_min + _slack_u(key) * slack_span
-            deadline = job.submit + job.duration * slack
         expected = job.duration
         if rule.expected_sigma > 0:
             # Half a step up keeps the quantile off 0, where it is infinite.
             z = _STANDARD_NORMAL.inv_cdf(_expected_u(key) + _SCALE_53 / 2)
             expected = job.duration * math.exp(rule.expected_sigma * z)
+        deadline = job.deadline
+        if deadline is None and _deadline_u(key) < rule.deadline_share:
+            slack = rule.slack_min + _slack_u(key) * slack_span
+            deadline = job.submit + (expected if from_declared else job.duration) * slack
         out.append(
             SimJob(
                 job_id=job.job_id,

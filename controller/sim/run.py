@@ -166,6 +166,7 @@ def prepare(
     policy_source: str | None = None,
     lead_in: float = 0.0,
     declared_sigma: float = AssignmentRule.expected_sigma,
+    deadline_from: str = AssignmentRule.deadline_from,
 ) -> Inputs:
     """Load the trace (in the window), size a policy to it unless one is given, assign the jobs.
 
@@ -184,7 +185,7 @@ def prepare(
     if policy_set is None:
         policy_set = default_policy_set(in_window)
         policy_source = DEFAULT_POLICY_SOURCE
-    rule = AssignmentRule(seed=seed, expected_sigma=declared_sigma)
+    rule = AssignmentRule(seed=seed, expected_sigma=declared_sigma, deadline_from=deadline_from)
     return Inputs(
         trace=trace,
         window_text=window,
@@ -372,13 +373,15 @@ def assignment_statement(rule: AssignmentRule) -> str:
     return (
         f"Rule: `AssignmentRule(seed={rule.seed}, slack_min={rule.slack_min}, "
         f"slack_max={rule.slack_max}, deadline_share={rule.deadline_share}, "
-        f"expected_sigma={rule.expected_sigma}, checkpoint_seconds={rule.checkpoint_seconds})` "
+        f"expected_sigma={rule.expected_sigma}, checkpoint_seconds={rule.checkpoint_seconds}, "
+        f"deadline_from={rule.deadline_from!r})` "
         "(controller.sim.assign). Each job goes to a project drawn by a seeded hash of its "
         "job_id, each project's chance proportional to its nominal GPU quota; a job wider than "
         "its project could ever hold (nominal plus what it may borrow) goes to the project with "
         "the largest quota instead. It takes that project's tier and priority. It keeps the "
         "trace's deadline when the trace has one; otherwise "
-        f"{100 * rule.deadline_share:g} % of jobs get the deadline submit + duration x slack, "
+        f"{100 * rule.deadline_share:g} % of jobs get the deadline submit + "
+        f"{'declared runtime' if rule.deadline_from == 'declared' else 'duration'} x slack, "
         f"slack uniform in [{rule.slack_min:g}, {rule.slack_max:g}] by a seeded hash. Its "
         f"declared runtime is duration x exp({rule.expected_sigma:g} z), z a seeded standard "
         f"normal (the true duration is what runs), and it checkpoints every "
@@ -602,12 +605,14 @@ def simulate(
     jobs: int | None = None,
     lead_in: float = 0.0,
     declared_sigma: float = AssignmentRule.expected_sigma,
+    deadline_from: str = AssignmentRule.deadline_from,
 ) -> Simulation:
     """The whole command: prepare, replay the policy and each baseline, print, write.
 
     `baselines` are the texts `parse_baselines` returns; `lead_in` the seconds before the
     window replayed first (`prepare`); `declared_sigma` the assignment rule's spread of declared
-    runtimes (`AssignmentRule.expected_sigma`). `jobs` caps the worker processes
+    runtimes (`AssignmentRule.expected_sigma`), `deadline_from` which runtime deadlines are
+    set from (`AssignmentRule.deadline_from`). `jobs` caps the worker processes
     (`worker_count`; 1 replays in this process). Progress goes to `err` (in this process, a
     bar when `tty`, by default when `err` is a terminal); the summary tables and the files
     written go to `out`.
@@ -621,6 +626,7 @@ def simulate(
         policy_source=policy_source,
         lead_in=lead_in,
         declared_sigma=declared_sigma,
+        deadline_from=deadline_from,
     )
     for line in _inputs_lines(inputs, seed=seed):
         out.write(line + "\n")

@@ -258,6 +258,24 @@ def test_deadline_share_does_not_move_projects() -> None:
     assert all(a.deadline in (None, b.deadline) for a, b in zip(some, every, strict=True))
 
 
+def test_deadlines_from_the_declared_runtime_take_the_same_slack() -> None:
+    """The same jobs, projects, declared runtimes and slack draws; only the runtime the slack
+    multiplies differs, so some deadlines no longer leave room for the true run."""
+    jobs = synthetic(2000)
+    true = assign_jobs(jobs, example(), AssignmentRule())
+    declared = assign_jobs(jobs, example(), AssignmentRule(deadline_from="declared"))
+    for a, b in zip(true, declared, strict=True):
+        assert (a.project, a.expected_duration) == (b.project, b.expected_duration)
+        assert a.deadline is not None and b.deadline is not None
+        slack = (a.deadline - a.submit) / a.duration
+        assert (b.deadline - b.submit) / b.expected_duration == pytest.approx(slack)
+    assert all(a.deadline is not None and a.deadline - a.submit >= 1.5 * a.duration for a in true)
+    short = sum(
+        1 for b in declared if b.deadline is not None and b.deadline < b.submit + b.duration
+    )
+    assert 0 < short < len(declared) // 10
+
+
 # --------------------------------------------------------------------------- declared runtimes
 
 
@@ -290,6 +308,11 @@ def test_zero_sigma_declares_the_true_duration_and_checkpoint_comes_from_the_rul
         pytest.param({"deadline_share": -0.1}, "deadline_share", id="negative share"),
         pytest.param({"expected_sigma": -1.0}, "expected_sigma", id="negative sigma"),
         pytest.param({"checkpoint_seconds": -1.0}, "checkpoint_seconds", id="negative checkpoint"),
+        pytest.param(
+            {"deadline_from": "guess"},
+            "deadline_from must be one of true, declared, got 'guess'",
+            id="deadlines from an unknown runtime",
+        ),
     ],
 )
 def test_bad_rules_raise(knobs: dict[str, Any], message: str) -> None:

@@ -533,6 +533,7 @@ def test_declared_sigma_sets_how_far_declared_runtimes_stray(trace: Path, tmp_pa
         rules[sigma] = summary(out_dir)["assignment"]["rule"]
     assert rules["0"]["expected_sigma"] == 0.0
     assert rules["0.3"]["expected_sigma"] == 0.3
+    assert rules["0"]["deadline_from"] == "true"
     assert {k: v for k, v in rules["0"].items() if k != "expected_sigma"} == {
         k: v for k, v in rules["0.3"].items() if k != "expected_sigma"
     }
@@ -548,3 +549,14 @@ def test_a_declared_sigma_that_is_not_a_spread_is_refused(
     assert f"invalid declared sigma {sigma!r}: expected a finite number >= 0" in (
         capsys.readouterr().err
     )
+
+
+def test_deadlines_from_the_declared_runtimes(trace: Path, tmp_path: Path) -> None:
+    code, _, err = simulate(
+        "--trace", str(trace), "--out", str(tmp_path), "--baselines", "none",
+        "--deadlines-from", "declared",
+    )  # fmt: skip
+    assert code == EXIT_OK, err
+    assignment = summary(tmp_path)["assignment"]
+    assert assignment["rule"]["deadline_from"] == "declared"
+    assert "deadline submit + declared runtime x slack" in assignment["statement"]
