@@ -212,7 +212,7 @@ class Replay:
         self.scored_from = scored_from
         """The window's start: jobs submitted before it are the lead-in, replayed so that the
         window starts on a cluster already running (queues, nodes, the policy's state), and
-        scored in nothing; costs, mix changes, samples and estimates count from it."""
+        scored in nothing; costs, mix changes, passes, samples and estimates count from it."""
         self.progress = progress
         self.rng = np.random.default_rng(seed)
         namespace = {p.name: p.spec.namespaces[0] for p in policy_set.projects}
@@ -383,7 +383,8 @@ class Replay:
 
     # ------------------------------------------------------------------ the controller
     def _decide(self) -> None:
-        self.decisions += 1
+        if self.now >= self.scored_from:
+            self.decisions += 1
         if self.spec.kind == "static":
             if any(s.waiting_gpus for s in self._shifts.values()):
                 # A shift still waiting for work to drain: render how far it has come.

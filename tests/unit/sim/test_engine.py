@@ -604,7 +604,8 @@ def test_a_lead_in_fills_the_cluster_but_only_the_window_is_scored() -> None:
 def test_mix_changes_and_estimates_count_from_the_windows_start() -> None:
     """A fixed split renders its mix at 0: a change in a replay from 0, none in the window
     from 800. The policy passes at 0 and every 900 s: its estimate of p's deadline at 0 is
-    recorded without the lead-in, not with it; the one at 900 is, at 100 in the window."""
+    recorded without the lead-in, not with it; the one at 900 is, at 100 in the window. Passes
+    are counted from the window's start too."""
     jobs = [job("p", duration=1000, deadline=4000), job("q", submit=850, deadline=5000)]
     assert replay(policy(), jobs, HALF).mix_changes == 1
     assert replay(policy(), jobs, HALF, scored_from=800.0).mix_changes == 0
@@ -615,6 +616,8 @@ def test_mix_changes_and_estimates_count_from_the_windows_start() -> None:
         {r.time - 800.0 for r in whole.risk_log if r.time >= 800.0}
     )
     assert min(r.time for r in windowed.risk_log) == 100.0
+    # The same replay either way: only the pass at 0 is the lead-in's.
+    assert windowed.decisions == whole.decisions - 1
 
 
 @pytest.mark.parametrize("scored_from", [-1.0, math.inf, math.nan])
