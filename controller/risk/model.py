@@ -142,8 +142,30 @@ def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
 _new_job = tuple.__new__
 
 
-def _as_jobs(workload: WorkloadView, snapshot: Snapshot, project: str) -> tuple[Job, Job]:
-    """The workload as the model sees it: not counting toward a deadline, and counting."""
+def _launch_latency(snapshot: Snapshot, project: str) -> float:
+    """The slowest node launch among the pools the project has quota in (as observed, else
+    the pool's setting): what an admitted workload waiting for its pods may still wait."""
+    found = snapshot.policy_set.project(project)
+    latencies = []
+    for quota in found.spec.quotas if found is not None else ():
+        stats = snapshot.pools.get(quota.pool)
+        pool = snapshot.policy_set.policy.pool(quota.pool)
+        if stats is not None:
+            latencies.append(stats.provisioning_latency_seconds)
+        elif pool is not None:
+            latencies.append(float(pool.provisioning_latency_seconds))
+    return max(latencies, default=0.0)
+
+
+def _as_jobs(
+    workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
+) -> tuple[Job, Job]:
+    """The workload as the model sees it: not counting toward a deadline, and counting.
+
+    An admitted workload whose pods Kueue reports not ready holds its GPUs and has yet to
+    start: its time left is its runtime plus the rest of a node's launch (`latency`), or a
+    whole launch more once one has passed, since whatever held it up then may still.
+    """
     if workload.expected_duration is not None:
         total, sigma = workload.expected_duration, SIGMA_ANNOTATED
     elif project in snapshot.median_runtime:
@@ -151,6 +173,9 @@ def _as_jobs(workload: WorkloadView, snapshot: Snapshot, project: str) -> tuple[
     else:
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
+    if workload.pods_waiting and workload.admitted_at is not None:
+        waited = max(snapshot.now - workload.admitted_at, 0.0)
+        remaining += latency - waited if waited < latency else latency
     checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
     fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
     # Straight to the tuple: a pass makes two per workload, and `Job(...)` costs a call more.
@@ -358,8 +383,9 @@ class RiskModel:
         found = self._job_of.get(project)
         if found is None:
             snapshot = self.snapshot
+            latency = _launch_latency(snapshot, project)
             found = self._job_of[project] = {
-                id(w): _as_jobs(w, snapshot, project) for w in self.by_project[project]
+                id(w): _as_jobs(w, snapshot, project, latency) for w in self.by_project[project]
             }
         return found
 

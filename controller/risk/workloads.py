@@ -45,6 +45,13 @@ class WorkloadView:
     deadline: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     past_execution_seconds: float = 0.0
+    pods_ready_at: float | None = None
+    """When its pods were last all ready, from Kueue's PodsReady condition; None when they are
+    not, or when Kueue does not say (it keeps the condition only with `waitForPodsReady` on)."""
+    pods_waiting: bool = False
+    """Admitted, and Kueue says its pods are not all ready yet (PodsReady False): they wait,
+    most often for a node being launched, and the workload makes no progress meanwhile.
+    Without the condition an admitted workload is taken to run from its admission."""
     running: bool = field(init=False, repr=False, compare=False)
     """Admitted and not finished. Set from those once (a pass over 10,000 Workloads asks
     this and `pending` over 100,000 times)."""
@@ -56,8 +63,15 @@ class WorkloadView:
         object.__setattr__(self, "pending", self.admitted_at is None and not self.finished)
 
     def elapsed(self, now: float) -> float:
-        """Seconds of useful execution so far (this admission plus earlier ones)."""
-        current = now - self.admitted_at if self.admitted_at is not None else 0.0
+        """Seconds of useful execution so far (this admission plus earlier ones): from its pods'
+        readiness when Kueue reports it, none while they wait, else from its admission."""
+        if self.admitted_at is None or self.pods_waiting:
+            current = 0.0
+        elif self.pods_ready_at is not None:
+            # A readiness older than this admission is an earlier admission's.
+            current = now - max(self.pods_ready_at, self.admitted_at)
+        else:
+            current = now - self.admitted_at
         return max(current, 0.0) + self.past_execution_seconds
 
 
@@ -146,6 +160,7 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
     annotations = _map(meta.get("annotations"))
     labels = {str(k): str(v) for k, v in _map(meta.get("labels")).items()}
     evicted = conditions.get("Evicted")
+    pods_ready = conditions.get("PodsReady")
     requeue = _map(status.get("requeueState"))
     priority = spec.get("priority")
     cluster_queue = admission.get("clusterQueue")
@@ -177,4 +192,11 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
         deadline=labels.get(names.LABEL_DEADLINE),
         labels=labels,
         past_execution_seconds=max(_number(status.get("accumulatedPastExecutionTimeSeconds")), 0),
+        pods_ready_at=when("PodsReady"),
+        pods_waiting=bool(
+            pods_ready is not None
+            and pods_ready.get("status") == "False"
+            and when("Admitted")
+            and not when("Finished")
+        ),
     )

@@ -177,6 +177,16 @@ READMITTED: Doc = {
     "requeueState": {"count": 1},
     "accumulatedPastExecutionTimeSeconds": 1500,
 }
+ADMITTED_UNREPORTED: Doc = {**ADMITTED, "conditions": ADMITTED["conditions"][:2]}
+"""Admitted, without the PodsReady condition Kueue keeps only with waitForPodsReady on."""
+ADMITTED_WAITING: Doc = {
+    **ADMITTED,
+    "conditions": [
+        *ADMITTED["conditions"][:2],
+        condition("PodsReady", at(10, 5), "False", "WaitForStart"),
+    ],
+}
+"""Admitted at 10:05, its pods not ready (waiting for a node)."""
 FINISHED: Doc = {
     "conditions": [
         condition("QuotaReserved", at(10, 5)),
@@ -401,7 +411,36 @@ def test_conditions(status: Doc | None, want: dict[str, Any]) -> None:
     [
         pytest.param(None, epoch(11), 0.0, id="never admitted: nothing done"),
         pytest.param(EVICTED, epoch(11), 1500.0, id="evicted: only the 1500 s done before"),
-        pytest.param(ADMITTED, epoch(10, 15), 600.0, id="admitted at 10:05, now 10:15: 600 s"),
+        pytest.param(
+            ADMITTED, epoch(10, 15), 480.0, id="admitted at 10:05, pods ready at 10:07, now 10:15"
+        ),
+        pytest.param(
+            ADMITTED_UNREPORTED,
+            epoch(10, 15),
+            600.0,
+            id="no PodsReady condition (waitForPodsReady off): from the admission at 10:05",
+        ),
+        pytest.param(
+            ADMITTED_WAITING, epoch(10, 15), 0.0, id="pods not ready yet: nothing done so far"
+        ),
+        pytest.param(
+            {
+                **EVICTED,
+                "conditions": [*EVICTED["conditions"], condition("PodsReady", at(10, 31), "False")],
+            },
+            epoch(10, 40),
+            1500.0,
+            id="evicted, pods not ready: only the 1500 s done before",
+        ),
+        pytest.param(
+            {
+                **READMITTED,
+                "conditions": [*READMITTED["conditions"], condition("PodsReady", at(10, 7))],
+            },
+            epoch(11, 10),
+            2100.0,
+            id="a readiness older than the readmission is the earlier admission's",
+        ),
         pytest.param(
             READMITTED, epoch(11, 10), 2100.0, id="readmitted at 11:00 after 1500 s, now 11:10"
         ),
@@ -687,3 +726,36 @@ def test_an_empty_workload_gives_every_default(doc: Doc) -> None:
 def test_the_example_workloads_are_valid_kueue_v1beta2(doc: Doc) -> None:
     assert upstream.validate_against_crd(doc) == []
     assert upstream.evaluate_cel_rules(doc).errors == []
+
+
+@pytest.mark.parametrize(
+    ("status", "want_ready_at", "want_waiting"),
+    [
+        pytest.param(ADMITTED, epoch(10, 7), False, id="pods ready at 10:07"),
+        pytest.param(ADMITTED_UNREPORTED, None, False, id="not reported: neither"),
+        pytest.param(ADMITTED_WAITING, None, True, id="admitted, pods not ready: waiting"),
+        pytest.param(
+            {
+                **FINISHED,
+                "conditions": [*FINISHED["conditions"], condition("PodsReady", at(12), "False")],
+            },
+            None,
+            False,
+            id="finished: no longer waiting, whatever PodsReady says",
+        ),
+        pytest.param(
+            {
+                **EVICTED,
+                "conditions": [*EVICTED["conditions"], condition("PodsReady", at(10, 31), "False")],
+            },
+            None,
+            False,
+            id="not admitted: pending, not waiting for pods",
+        ),
+    ],
+)
+def test_pods_ready_from_kueues_condition(
+    status: Doc, want_ready_at: float | None, want_waiting: bool
+) -> None:
+    got = workload_view(workload(status=status), GPUS)
+    assert (got.pods_ready_at, got.pods_waiting) == (want_ready_at, want_waiting)
