@@ -6,9 +6,15 @@ threads and only reads flags the loop sets.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 Probe = Callable[[], tuple[bool, str]]
 Handler = Callable[[], tuple[int, str, bytes]]
@@ -47,8 +53,7 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 """Probes every few seconds would drown the structured log."""
 
-        self.server = ThreadingHTTPServer((host, port), _Handler)
-        self.server.daemon_threads = True
+        self.server = _Server((host, port), _Handler)
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="health", daemon=True
         )
@@ -63,6 +68,22 @@ class HealthServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    """Request errors go to the structured log, never as a bare traceback on stderr: a client
+    that hangs up before its answer is written (a scrape or probe that timed out) is routine
+    and logged at debug; anything else is a warning with its traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        client = str(client_address[0]) if isinstance(client_address, tuple) else ""
+        if isinstance(error, ConnectionError):
+            log.debug("http_client_gone", client=client, error=type(error).__name__)
+            return
+        log.warning("http_request_failed", client=client, exc_info=True)
 
 
 def _probe_handler(probe: Probe) -> Handler:

@@ -31,6 +31,7 @@ import http.client
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -354,6 +355,13 @@ class _Server(ThreadingHTTPServer):
         with self._connections_lock:
             self._connections.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection the proxy or its client cut is the fault being injected, not an
+        error: it is not printed. Anything else is, as the standard server prints it."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
     def abort_connections(self) -> None:
         """End idle keep-alive connections and streams so their handler threads return."""
