@@ -67,17 +67,13 @@ def test_a_failing_handler_is_a_logged_warning_not_a_traceback_on_stderr(
 def test_a_client_that_hung_up_is_routine(
     server: HealthServer, capsys: pytest.CaptureFixture[str], error: type[OSError]
 ) -> None:
+    """No warning and nothing on stderr: at most a debug line (which the controller's log
+    level may drop before it is ever made, so its presence is not asserted)."""
     with capture_logs() as logs:
         try:
             raise error("the client went away")
         except OSError:
             server.server.handle_error(None, ("10.0.0.7", 51234))
-    assert logs == [
-        {
-            "event": "http_client_gone",
-            "log_level": "debug",
-            "client": "10.0.0.7",
-            "error": error.__name__,
-        }
-    ]
+    assert [e for e in logs if e["log_level"] != "debug"] == []
+    assert all(e["event"] == "http_client_gone" for e in logs)
     assert capsys.readouterr().err == ""
