@@ -142,21 +142,6 @@ def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
 _new_job = tuple.__new__
 
 
-def _launch_latency(snapshot: Snapshot, project: str) -> float:
-    """The slowest node launch among the pools the project has quota in (as observed, else
-    the pool's setting): what an admitted workload waiting for its pods may still wait."""
-    found = snapshot.policy_set.project(project)
-    latencies = []
-    for quota in found.spec.quotas if found is not None else ():
-        stats = snapshot.pools.get(quota.pool)
-        pool = snapshot.policy_set.policy.pool(quota.pool)
-        if stats is not None:
-            latencies.append(stats.provisioning_latency_seconds)
-        elif pool is not None:
-            latencies.append(float(pool.provisioning_latency_seconds))
-    return max(latencies, default=0.0)
-
-
 def _as_jobs(
     workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
 ) -> tuple[Job, Job]:
@@ -383,7 +368,10 @@ class RiskModel:
         found = self._job_of.get(project)
         if found is None:
             snapshot = self.snapshot
-            latency = _launch_latency(snapshot, project)
+            # What a workload whose pods wait may still wait: the slowest launch of the
+            # project's pools, as its capacity has it.
+            known = snapshot.policy_set.project(project)
+            latency = self._capacity(known).provisioning_latency_seconds if known else 0.0
             found = self._job_of[project] = {
                 id(w): _as_jobs(w, snapshot, project, latency) for w in self.by_project[project]
             }

@@ -266,22 +266,28 @@ def parse_window(text: str) -> Window:
 
 def parse_lead_in(text: str) -> float:
     """A lead-in as the CLI writes it: seconds, or a number with a unit (s, m, h, d, w)."""
-    match = _TIME.match(text)
-    if not match:
+    seconds = _seconds(text)
+    if seconds is None:
         raise ValueError(
             f"invalid lead-in {text!r}: expected a non-negative time such as 3600, 12h or 3d"
         )
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return seconds
 
 
 def _parse_time(part: str, text: str) -> float:
-    match = _TIME.match(part)
-    if not match:
+    seconds = _seconds(part)
+    if seconds is None:
         raise ValueError(
             f"invalid window {text!r}: {part.strip()!r} is not a non-negative time such as "
             "3600, 90m, 12h or 56d"
         )
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return seconds
+
+
+def _seconds(text: str) -> float | None:
+    """Seconds from "3600", "90m", "12h", "56d" or "1w"; None for anything else."""
+    match = _TIME.match(text)
+    return float(match.group(1)) * _UNITS[match.group(2)] if match else None
 
 
 def _check_window(window: tuple[float, float], text: str | None = None) -> None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from controller.api.types import Deadline
-from controller.risk.model import RiskModel, Snapshot, _as_jobs, _launch_latency
+from controller.risk.model import RiskModel, Snapshot, _as_jobs, project_capacity
 from controller.risk.pools import pool_stats
 from controller.risk.workloads import WorkloadView
 from tests.unit.decide.test_plan import EXAMPLE, FIXED_NOW, HOUR, workload
@@ -61,7 +61,9 @@ def train(**pods: float | bool | None) -> WorkloadView:
 
 def test_the_launch_latency_is_the_projects_pools() -> None:
     assert LATENCY == 420
-    assert _launch_latency(snapshot(), PROJECT) == LATENCY
+    project = EXAMPLE.project(PROJECT)
+    assert project is not None
+    assert project_capacity(snapshot(), project).provisioning_latency_seconds == LATENCY
 
 
 @pytest.mark.parametrize(

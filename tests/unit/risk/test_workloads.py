@@ -187,6 +187,11 @@ ADMITTED_WAITING: Doc = {
     ],
 }
 """Admitted at 10:05, its pods not ready (waiting for a node)."""
+EVICTED_WAITING: Doc = {
+    **EVICTED,
+    "conditions": [*EVICTED["conditions"], condition("PodsReady", at(10, 31), "False")],
+}
+"""Evicted, with Kueue's PodsReady still False from the admission it lost."""
 FINISHED: Doc = {
     "conditions": [
         condition("QuotaReserved", at(10, 5)),
@@ -424,10 +429,7 @@ def test_conditions(status: Doc | None, want: dict[str, Any]) -> None:
             ADMITTED_WAITING, epoch(10, 15), 0.0, id="pods not ready yet: nothing done so far"
         ),
         pytest.param(
-            {
-                **EVICTED,
-                "conditions": [*EVICTED["conditions"], condition("PodsReady", at(10, 31), "False")],
-            },
+            EVICTED_WAITING,
             epoch(10, 40),
             1500.0,
             id="evicted, pods not ready: only the 1500 s done before",
@@ -744,10 +746,7 @@ def test_the_example_workloads_are_valid_kueue_v1beta2(doc: Doc) -> None:
             id="finished: no longer waiting, whatever PodsReady says",
         ),
         pytest.param(
-            {
-                **EVICTED,
-                "conditions": [*EVICTED["conditions"], condition("PodsReady", at(10, 31), "False")],
-            },
+            EVICTED_WAITING,
             None,
             False,
             id="not admitted: pending, not waiting for pods",
