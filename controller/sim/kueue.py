@@ -1,8 +1,13 @@
 """A model of Kueue's admission for the replay, built from the objects the controller renders.
 
 Kueue itself cannot run inside a replay, so this is a stand-in, written after Kueue's own code
-(`pkg/cache` resource nodes, `pkg/scheduler` ordering, `pkg/scheduler/preemption` classical
-preemption) and fed the very ClusterQueues and Cohorts the renderer produces. What it keeps:
+(`pkg/cache` resource nodes, `pkg/scheduler` ordering, `pkg/scheduler/flavorassigner`,
+`pkg/scheduler/preemption` classical preemption, `pkg/workload` ordering) and fed the very
+ClusterQueues, Cohorts and ResourceFlavors the renderer produces. Each case where a real Kueue
+0.19 and this model once decided differently is a table test in
+`tests/unit/sim/test_kueue_fidelity.py`, citing the function that decides it.
+
+What it follows:
 
 - **The quota tree.** Cohorts and ClusterQueues form Kueue's tree (root cohort, one cohort per
   tier, a queue per project). Each node has, per flavor, a nominal quota and optional borrowing
@@ -10,30 +15,60 @@ preemption) and fed the very ClusterQueues and Cohorts the renderer produces. Wh
   what its children may lend (their subtree quota minus what a lending limit keeps back); usage
   past a child's guaranteed quota counts in its parent; what a queue can still take is its local
   headroom plus what its parent can give, capped by its borrowing limit.
-- **Flavor assignment.** A workload's one pod set takes one flavor. Under the queue's
-  `whenCanBorrow: TryNextFlavor` (what the controller renders): the first of its flavors, in
-  order, where it fits without borrowing, else the first where it fits by borrowing (Kueue's
-  `shouldTryNextFlavor` and `isPreferred`). Under `MayStopSearch` (Kueue's default, the
-  baselines'): the first flavor where it fits, borrowing or not. Failing both, the first
-  flavor where preemption can make room (`whenCanPreempt: TryNextFlavor`).
+- **Which flavors a workload may take.** A pod set's node selector and required node affinity
+  are matched against each flavor's `nodeLabels`, counting only the keys the flavor labels
+  (`checkFlavorForPodSets`, `flavorSelector`): a workload selecting
+  `karpenter.sh/capacity-type: on-demand` is only ever admitted on an on-demand flavor.
+- **Flavor assignment** (`findFlavorForPodSets`). The allowed flavors are tried in order, each
+  given a mode (`fitsResourceQuota`): it fits; or it needs preemption, which Kueue considers only
+  when the request is within the queue's nominal quota of that flavor, or a cohort below the
+  root would hold it (`FindHeightOfLowestSubtreeThatFits`' hierarchical claim), or
+  `borrowWithinCohort` allows preempting while borrowing (`canPreemptWhileBorrowing`); then the
+  preemption oracle (`SimulatePreemption`) finds Reclaim (every victim in another queue),
+  Preempt (some in its own) or no candidates; else it does not fit. Each mode carries the
+  height of the cohort it borrows from (0: none). The search stops at the first flavor
+  `shouldTryNextFlavor` accepts (`whenCanBorrow`, `whenCanPreempt`: TryNextFlavor goes on past a
+  borrowing fit or a preemption, MayStopSearch stops), else keeps the best by `isPreferred`
+  with its default, BorrowingOverPreemption: fit over reclaim over preempt, then the lower
+  borrowing height. So a fit without borrowing always wins, and among preemptions, reclaiming
+  what other queues borrowed beats evicting the queue's own work.
 - **Ordering.** Each queue orders its pending workloads by effective priority (the base
-  priority plus the `kueue.x-k8s.io/priority-boost` annotation), then by queue time (creation,
-  or the last eviction). Queues are BestEffortFIFO: a head that does not fit is set aside until
-  something is released in its tree. Each cycle takes every queue's head and admits them in
-  Kueue's order: not borrowing first, then higher effective priority, then older.
+  priority plus the `kueue.x-k8s.io/priority-boost` annotation), then by creation time, which
+  a preemption does not change (`workload.Ordering.GetQueueOrderTimestamp`). Queues are
+  BestEffortFIFO: a head that does not fit is set aside until something is released in its
+  tree. Each cycle takes every queue's head and admits them in Kueue's order: not borrowing
+  first, then higher effective priority, then older.
 - **Preemption.** Within a queue (`withinClusterQueue`), lower effective priority, or newer of
   equal priority for `LowerOrNewerEqualPriority`; across queues (`reclaimWithinCohort`),
   workloads of queues above their nominal quota, lower in priority for `LowerPriority`, any for
   `Any`. A preemptor that would itself borrow may reclaim only when `borrowWithinCohort` allows
   it and only from lower priorities; otherwise it reclaims only if it ends within its quota.
   Candidates are taken other queues first, lowest effective priority first, most recently
-  admitted first; the victims the last one made unnecessary are given back.
+  admitted first (`CandidatesOrdering`); the victims the last one made unnecessary are given
+  back (`fillBackWorkloads`).
 
-What it leaves out: resources other than GPUs (CPU and memory quotas scale with GPUs in what we
-render, so they never bind first), fair sharing (no weights in the ordering), admission checks,
-topology-aware scheduling, the seconds a preemptor waits for its victims to terminate, and
-how high in the cohort tree a workload borrows (Kueue prefers, among flavors that all borrow,
-the one borrowing nearest its queue).
+What it simplifies, and which way that moves the replay's figures:
+
+- **One resource, one pod set.** Only GPUs are counted (CPU and memory quotas scale with GPUs
+  in what we render, so they never bind first) and a workload is one pod set.
+- **Preemption is immediate.** Kueue evicts the victims and admits the preemptor in a later
+  cycle, once they are gone (seconds, or the pods' termination grace); the model admits it at
+  once. Preemptors start a little early.
+- **No flavor memory.** Kueue resumes a workload's flavor search where its last attempt
+  stopped (`LastAssignment`, `NextFlavorToTryForPodSetResource`) until the queue's quota
+  generation changes; the model starts from the first flavor each time. The two differ only
+  while a workload waits with quota unchanged, and then the model can place it on an earlier
+  flavor.
+- **`borrowWithinCohort.maxPriorityThreshold`** is not read: with `LowerPriority` any lower
+  priority may be reclaimed while borrowing (the renderer sets no threshold).
+
+What it leaves out: fair sharing (the renderer writes each queue's weight, which Kueue uses
+only when its own configuration turns fair sharing on; it is off by default and then the
+ordering and preemption above are Kueue's), `waitForPodsReady` (off by default: a workload
+admitted here counts as started once Karpenter gives it nodes, and nothing requeues it for
+pods not ready in time), admission checks, topology-aware scheduling, partial admission, and
+taints and tolerations on flavors (the rendered spot flavor's taint is tolerated by the
+flavor's own tolerations).
 """
 
 from __future__ import annotations
@@ -49,6 +84,52 @@ LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"
 ANY = "Any"
 MAY_STOP_SEARCH = "MayStopSearch"
 TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+Requirement = tuple[str, str, tuple[str, ...]]
+"""A node selector requirement: (key, operator, values), operators as in Kubernetes."""
+NodeSelectorTerm = tuple[Requirement, ...]
+
+
+def _requirement_matches(labels: Mapping[str, str], requirement: Requirement) -> bool:
+    key, operator, values = requirement
+    value = labels.get(key)
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False
+
+
+def flavor_matches(
+    labels: Mapping[str, str],
+    node_selector: Mapping[str, str],
+    affinity: Sequence[NodeSelectorTerm],
+) -> bool:
+    """Whether a flavor whose nodes carry `labels` can take a pod set, as Kueue's
+    `checkFlavorForPodSets` decides it with `flavorSelector`: only the selector's and the
+    affinity's keys that the flavor labels count (the rest is the kube-scheduler's business
+    among the flavor's nodes); a term left with no requirement matches any flavor, so the
+    affinity then says nothing; the selector must match whole and one term of the rest."""
+    if any(labels.get(k) != v for k, v in node_selector.items() if k in labels):
+        return False
+    terms: list[NodeSelectorTerm] = []
+    for term in affinity:
+        kept = tuple(r for r in term if r[0] in labels)
+        if not kept:
+            return True
+        terms.append(kept)
+    return not terms or any(all(_requirement_matches(labels, r) for r in t) for t in terms)
 
 
 @dataclass(frozen=True)
@@ -73,6 +154,12 @@ class QueueSpec:
     when_can_borrow: str = MAY_STOP_SEARCH
     """`flavorFungibility.whenCanBorrow`; "Borrow", MayStopSearch's deprecated name, reads
     as MayStopSearch."""
+    when_can_preempt: str = TRY_NEXT_FLAVOR
+    """`flavorFungibility.whenCanPreempt`, Kueue's default TryNextFlavor; "Preempt", its
+    deprecated name for MayStopSearch, reads as MayStopSearch."""
+    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Each flavor's ResourceFlavor `spec.nodeLabels`: what a pod set's node selector and
+    required node affinity are matched against."""
 
 
 @dataclass(frozen=True)
@@ -172,9 +259,14 @@ class Workload:
     created: float
     boost: int = 0
     queued_at: float = 0.0
-    """Queue order time: creation, or the last eviction (Kueue's default requeuing timestamp)."""
+    """Queue order time (Kueue's `GetQueueOrderTimestamp`): the creation time, which a
+    preemption does not change."""
     flavor: str | None = None
     admitted_at: float | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """The pod set's `nodeSelector` (a capacity type its owner chose, or a lane)."""
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    """The pod set's required node affinity: terms ORed, each term's requirements ANDed."""
 
     @property
     def effective_priority(self) -> int:
@@ -220,6 +312,33 @@ _Fit = tuple[int, tuple[str, bool] | None]
 """(the quota clock's count, a workload's first fit at that count)."""
 
 
+_NO_FIT, _NO_CANDIDATES, _PREEMPT, _RECLAIM, _FIT = range(5)
+"""Kueue's `preemptionMode`s, from least to most preferred."""
+
+
+def _try_next(mode: int, height: int, spec: QueueSpec) -> bool:
+    """Kueue's `shouldTryNextFlavor`."""
+    if mode in (_NO_FIT, _NO_CANDIDATES):
+        return True
+    if mode in (_PREEMPT, _RECLAIM) and spec.when_can_preempt == TRY_NEXT_FLAVOR:
+        return True
+    return height > 0 and spec.when_can_borrow == TRY_NEXT_FLAVOR
+
+
+def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Kueue's `isPreferred` with its default, BorrowingOverPreemption: a better mode wins,
+    then borrowing from a lower cohort."""
+    if a[0] == _NO_FIT:
+        return False
+    if b[0] == _NO_FIT:
+        return True
+    if (a[0] == _NO_CANDIDATES) != (b[0] == _NO_CANDIDATES):
+        return a[0] != _NO_CANDIDATES
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    return a[1] < b[1]
+
+
 def _root(node: _Node) -> _Node:
     while node.parent is not None:
         node = node.parent
@@ -234,8 +353,11 @@ class Kueue:
         self._queues: dict[str, _Queue] = {}
         self._generation = 0
         """Counts changes of usage: a failure remembered at one generation holds within it."""
-        self._failed: dict[tuple[str, int], int] = {}
+        self._failed: dict[tuple[str, int, tuple[str, ...]], int] = {}
         self._failed_generation = -1
+        self._allowed_flavors: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        """(queue, node selector, affinity) -> the queue's flavors they allow."""
+        self._heights: dict[str, int] = {}
         self._cohorts: dict[str, _Node] = {}
         self._clock = _Clock()
         self._configure(queues, cohorts)
@@ -271,6 +393,8 @@ class Kueue:
             gone = old[name]
             if gone.admitted or gone.heap or gone.parked:
                 raise ValueError(f"ClusterQueue {name} removed while it holds workloads")
+        self._allowed_flavors.clear()
+        self._heights.clear()
         self._recompute()
         self._generation += 1
 
@@ -397,13 +521,19 @@ class Kueue:
             heapq.heapify(queue.heap)
 
     def evict(self, key: int, *, now: float) -> None:
-        """Quota taken back (a preemption): the workload queues again from `now`."""
+        """Quota taken back (a preemption): the workload queues again in its old place.
+
+        Kueue orders a queue by `workload.Ordering.GetQueueOrderTimestamp`, which is the
+        creation time unless the eviction was for pods not ready in time (with
+        `requeuingStrategy.timestamp: Eviction`, its default) or by an admission check; a
+        preempted workload keeps its creation time, so it goes ahead of newer work of its
+        priority. `now` is when it happened, which the order does not use."""
+        del now
         workload = self.workloads[key]
         assert workload.admitted_at is not None
         self._release(workload)
         workload.flavor = None
         workload.admitted_at = None
-        workload.queued_at = now
         self._push(workload)
 
     def _release(self, workload: Workload) -> None:
@@ -482,15 +612,45 @@ class Kueue:
             return workload
         return None
 
+    def _flavors_for(self, queue: _Queue, workload: Workload) -> tuple[str, ...]:
+        """The queue's flavors, in order, that the workload's node selector and required
+        affinity allow (Kueue's `checkFlavorForPodSets`); most workloads select nothing and
+        may take them all."""
+        if not workload.node_selector and not workload.affinity:
+            return queue.spec.flavors
+        signature = (
+            queue.spec.name,
+            tuple(sorted(workload.node_selector.items())),
+            workload.affinity,
+        )
+        allowed = self._allowed_flavors.get(signature)
+        if allowed is None:
+            labels = queue.spec.node_labels
+            allowed = tuple(
+                f
+                for f in queue.spec.flavors
+                if flavor_matches(labels.get(f, {}), workload.node_selector, workload.affinity)
+            )
+            self._allowed_flavors[signature] = allowed
+        return allowed
+
     def _first_fit(self, queue: _Queue, workload: Workload) -> tuple[str, bool] | None:
+        """The flavor Kueue assigns among those where the workload fits without preemption:
+        the first where it fits; under `whenCanBorrow: TryNextFlavor` the first that needs
+        no borrowing, else the one that borrows from the lowest cohort (the first of equals;
+        `findFlavorForPodSets` with `isPreferred`)."""
         try_next = queue.spec.when_can_borrow == TRY_NEXT_FLAVOR
         borrowed: tuple[str, bool] | None = None
-        for flavor in queue.spec.flavors:
-            if queue.node.available(flavor) >= workload.gpus:
-                borrowing = queue.node.borrowing(flavor, workload.gpus)
+        lowest = 0
+        node = queue.node
+        for flavor in self._flavors_for(queue, workload):
+            if node.available(flavor) >= workload.gpus:
+                borrowing = node.borrowing(flavor, workload.gpus)
                 if not (borrowing and try_next):
                     return flavor, borrowing
-                borrowed = borrowed or (flavor, True)
+                height = self._height_that_fits(node, flavor, workload.gpus)[0]
+                if borrowed is None or height < lowest:
+                    borrowed, lowest = (flavor, True), height
         return borrowed
 
     def _assign(
@@ -507,31 +667,37 @@ class Kueue:
         else:
             fit = self._first_fit(queue, workload)
         victims: tuple[int, ...] = ()
-        if fit is None:
-            # Nothing changed since a workload of this queue and priority, no wider, failed:
-            # this one cannot get in either (Kueue would find the same, only slower).
-            memo = (queue.spec.name, workload.priority + workload.boost, workload.queued_at)
+        stops_at_preemption = queue.spec.when_can_preempt != TRY_NEXT_FLAVOR
+        if fit is None or stops_at_preemption:
+            # Nothing changed since a workload of this queue and priority, no wider, with the
+            # same flavors to choose from, failed: this one cannot get in either (Kueue would
+            # find the same, only slower).
+            flavors = self._flavors_for(queue, workload)
+            memo = (queue.spec.name, workload.priority + workload.boost, flavors)
             if self._failed_generation != self._generation:
                 self._failed.clear()
                 self._failed_generation = self._generation
-            narrowest = self._failed.get(memo[:2])
+            narrowest = self._failed.get(memo)
             if (
-                narrowest is not None
+                fit is None
+                and narrowest is not None
                 and workload.gpus >= narrowest
                 and (queue.spec.within_cluster_queue != LOWER_OR_NEWER_EQUAL)
             ):
                 return None
-            for flavor in queue.spec.flavors:
-                found = self._victims(queue, workload, flavor)
+            choice = self._choose(queue, workload, flavors)
+            if choice is None:
+                if fit is None:
+                    self._failed[memo] = min(narrowest or workload.gpus, workload.gpus)
+                    return None
+            else:
+                flavor, found = choice
                 if found is not None:
                     for victim in found:
                         self.evict(victim, now=now)
                     victims = tuple(found)
-                    fit = flavor, queue.node.borrowing(flavor, workload.gpus)
-                    break
-            if fit is None:
-                self._failed[memo[:2]] = min(narrowest or workload.gpus, workload.gpus)
-                return None
+                fit = flavor, queue.node.borrowing(flavor, workload.gpus)
+        assert fit is not None
         flavor, borrowed = fit
         workload.flavor = flavor
         workload.admitted_at = now
@@ -541,9 +707,85 @@ class Kueue:
         self._generation += 1
         return Admission(workload.key, flavor, borrowed, victims)
 
+    def _choose(
+        self, queue: _Queue, workload: Workload, flavors: Sequence[str]
+    ) -> tuple[str, list[int] | None] | None:
+        """Kueue's flavor search with preemption (`findFlavorForPodSets`): each flavor in
+        order gets a mode (fits, reclaims from other queues only, preempts in its own queue,
+        has no candidates, does not fit) and the height of the cohort it borrows from; the
+        search stops at the first mode `shouldTryNextFlavor` accepts, else keeps the one
+        `isPreferred` ranks best (the mode first, then the lower borrowing). The flavor and
+        its victims (None for a fit), or None when no flavor admits it in this cycle."""
+        spec = queue.spec
+        node = queue.node
+        gpus = workload.gpus
+        best: tuple[int, int, str, list[int] | None] | None = None
+        for flavor in flavors:
+            mode, height, victims = _NO_FIT, 0, None
+            if node.available(flavor) >= gpus:
+                mode = _FIT
+                if node.borrowing(flavor, gpus):
+                    height = self._height_that_fits(node, flavor, gpus)[0]
+            elif gpus <= self._potential(node, flavor):
+                quota = spec.quotas.get(flavor)
+                height, reclaim_in_hierarchy = self._height_that_fits(node, flavor, gpus)
+                if (
+                    (quota is not None and quota.nominal >= gpus)
+                    or reclaim_in_hierarchy
+                    or spec.borrow_within_cohort != NEVER
+                ):
+                    found = self._victims(queue, workload, flavor)
+                    if found is None:
+                        mode = _NO_CANDIDATES
+                    else:
+                        victims, height = found
+                        own = spec.name
+                        mode = (
+                            _PREEMPT
+                            if any(self.workloads[k].queue == own for k in victims)
+                            else _RECLAIM
+                        )
+            if not _try_next(mode, height, spec):
+                best = (mode, height, flavor, victims)
+                break
+            if best is None or _preferred((mode, height), best[:2]):
+                best = (mode, height, flavor, victims)
+        if best is None or best[0] in (_NO_FIT, _NO_CANDIDATES):
+            return None
+        return best[2], best[3]
+
+    def _height_that_fits(self, node: _Node, flavor: str, gpus: int) -> tuple[int, bool]:
+        """Kueue's `FindHeightOfLowestSubtreeThatFits`: the height of the lowest subtree,
+        from the queue up, whose quota takes `gpus` more (0: the queue's own), and whether
+        that subtree is below the root, so that the queue has a hierarchical claim to
+        reclaim there."""
+        if node.parent is None or not node.borrowing(flavor, gpus):
+            return 0, node.parent is not None
+        remaining = gpus - node.local_available(flavor)
+        ancestor: _Node = node.parent
+        while True:
+            if not ancestor.borrowing(flavor, remaining) or ancestor.parent is None:
+                return self._node_height(ancestor), ancestor.parent is not None
+            remaining -= ancestor.local_available(flavor)
+            ancestor = ancestor.parent
+
+    def _node_height(self, node: _Node) -> int:
+        """Kueue's `getNodeHeight`: the distance from a cohort to its furthest leaf."""
+        height = self._heights.get(node.name)
+        if height is None:
+            height = min(len(node.children), 1)
+            for child in node.children:
+                if not child.queue:
+                    height = max(height, self._node_height(child) + 1)
+            self._heights[node.name] = height
+        return height
+
     # ------------------------------------------------------------------ preemption
-    def _victims(self, queue: _Queue, workload: Workload, flavor: str) -> list[int] | None:
-        """The workloads to evict so `workload` fits `flavor`, or None if none would do."""
+    def _victims(
+        self, queue: _Queue, workload: Workload, flavor: str
+    ) -> tuple[list[int], int] | None:
+        """The workloads to evict so `workload` fits `flavor`, with the height of the cohort
+        it then borrows from (0: none), or None if no set of victims would do."""
         if workload.gpus > self._potential(queue.node, flavor):
             return None
         candidates = self._candidates(queue, workload, flavor)
@@ -589,10 +831,11 @@ class Kueue:
                 removed = rest
             else:
                 owner.remove(flavor, victim.gpus)
+        height = self._height_that_fits(queue.node, flavor, workload.gpus)[0]
         for key, _ in removed:  # evict() releases them again
             victim = self.workloads[key]
             self._queues[victim.queue].node.add(flavor, victim.gpus)
-        return [key for key, _ in removed]
+        return [key for key, _ in removed], height
 
     def _room_with_all(
         self, node: _Node, flavor: str, gpus: int, candidates: Sequence[tuple[int, bool]]
@@ -754,10 +997,22 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _fungibility(value: Any) -> str:
+    """A `flavorFungibility` policy: TryNextFlavor, or MayStopSearch under any of its names."""
+    return TRY_NEXT_FLAVOR if value == TRY_NEXT_FLAVOR else MAY_STOP_SEARCH
+
+
 def specs_from_objects(
     objects: Iterable[Mapping[str, Any]], gpu_resources: set[str]
 ) -> tuple[list[QueueSpec], list[CohortSpec]]:
-    """The ClusterQueues and Cohorts of a render, as the model's specs (GPU quotas only)."""
+    """The ClusterQueues and Cohorts of a render, as the model's specs (GPU quotas only),
+    with the node labels of the ResourceFlavors among the objects."""
+    objects = list(objects)
+    labels: dict[str, Mapping[str, str]] = {
+        obj["metadata"]["name"]: dict((obj.get("spec") or {}).get("nodeLabels") or {})
+        for obj in objects
+        if obj.get("kind") == "ResourceFlavor"
+    }
     queues: list[QueueSpec] = []
     cohorts: list[CohortSpec] = []
     for obj in objects:
@@ -771,6 +1026,7 @@ def specs_from_objects(
                 flavors[flavor["name"]] = _gpu_quota(flavor.get("resources") or [], gpu_resources)
         if kind == "ClusterQueue":
             preemption = spec.get("preemption") or {}
+            fungibility = spec.get("flavorFungibility") or {}
             queues.append(
                 QueueSpec(
                     name=name,
@@ -782,9 +1038,11 @@ def specs_from_objects(
                     borrow_within_cohort=(preemption.get("borrowWithinCohort") or {}).get(
                         "policy", NEVER
                     ),
-                    when_can_borrow=TRY_NEXT_FLAVOR
-                    if (spec.get("flavorFungibility") or {}).get("whenCanBorrow") == TRY_NEXT_FLAVOR
-                    else MAY_STOP_SEARCH,
+                    when_can_borrow=_fungibility(fungibility.get("whenCanBorrow")),
+                    when_can_preempt=_fungibility(
+                        fungibility.get("whenCanPreempt", TRY_NEXT_FLAVOR)
+                    ),
+                    node_labels={f: labels[f] for f in order if f in labels},
                 )
             )
         elif kind == "Cohort":
@@ -804,5 +1062,6 @@ __all__ = [
     "Kueue",
     "QueueSpec",
     "Workload",
+    "flavor_matches",
     "specs_from_objects",
 ]

@@ -91,11 +91,17 @@ def cohort() -> CheckedKueue:
 
 def test_a_preemptor_that_would_still_borrow_finds_no_victims() -> None:
     """A priority-10 12-GPU workload of `mine` would borrow 4 even with all its own victims
-    gone (it has none): bound to fail, and the full search agrees."""
+    gone (it has none). Kueue does not even search: 12 exceeds `mine`'s nominal 8, its cohort
+    is the root (no hierarchical claim) and `borrowWithinCohort` is Never, so
+    `fitsResourceQuota` gives NoFit. Asked directly, the search is bound to fail, and the full
+    search agrees."""
     kueue = cohort()
-    kueue.submit(Workload(key=9, queue="mine", gpus=12, priority=10, created=1.0, queued_at=1.0))
+    workload = Workload(key=9, queue="mine", gpus=12, priority=10, created=1.0, queued_at=1.0)
+    kueue.submit(workload)
 
     assert kueue.schedule(now=1.0) == []
+    assert kueue.shortcuts == 0
+    assert kueue._victims(kueue._queues["mine"], workload, SPOT) is None
     assert kueue.shortcuts == 1
     assert kueue.mismatches == []
 
