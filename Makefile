@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds golden bench bench-scale bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds reference docs golden bench bench-scale bench-sim soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -17,7 +17,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,sim]'
+	$(BIN)/pip install --quiet -e '.[dev,sim,docs]'
 	touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install the package with its dev tools
@@ -66,10 +66,18 @@ unit: controlplane prometheus kustomize ## the test suite only (unit and integra
 unit-future: setup prometheus kustomize ## the unit tests with the clock a year ahead (libfaketime): none may depend on the date
 	$(PY) -m controller.testenv.faketime --days 365 -- $(BIN)/pytest -q -p no:cacheprovider tests/unit
 
-test: lint typecheck unit unit-future ## everything CI runs: lint, type checks, all tests, the unit tests a year ahead
+test: lint typecheck unit unit-future docs ## everything CI runs: lint, type checks, all tests, the unit tests a year ahead, the docs
 
 crds: setup ## regenerate manifests/crds/ from controller/api/types.py
 	$(PY) -m controller.api.crds manifests/crds
+
+reference: setup ## regenerate docs/reference/policy-api.md from controller/api/types.py
+	$(PY) -m controller.api.reference docs/reference/policy-api.md
+
+# --strict: a broken link, a missing anchor or a page left out of the nav fails the build.
+docs: setup ## build the docs site into site/ (MkDocs + Material), after checking the API reference is current
+	$(PY) -m controller.api.reference --check docs/reference/policy-api.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml
@@ -94,4 +102,4 @@ soak: controlplane prometheus ## the controller as a process under Workload chur
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES)
 
 clean: ## remove the venv and generated output
-	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) out site .mypy_cache .ruff_cache .pytest_cache
