@@ -43,6 +43,12 @@ LABEL_KEYS_TO_COPY = (LABEL_DEADLINE, LABEL_EXPECTED_DURATION, LABEL_CHECKPOINT_
 ANNOTATION_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
 ANNOTATION_BOOSTED = f"{DOMAIN}/boosted"
 BOOST_FIELD_MANAGER = "quartermaster-boost"
+# A deadline workload's lane: the capacity type we put in its pending pod sets' node selector
+# (`CAPACITY_TYPE_LABEL`), and why. A Workload whose pods select a capacity type without our
+# lane annotation was placed by its owner and is never touched.
+ANNOTATION_LANE = f"{DOMAIN}/lane"
+ANNOTATION_LANE_REASON = f"{DOMAIN}/lane-reason"
+LANE_FIELD_MANAGER = "quartermaster-lane"
 # The desired object as last applied, so fields the policy drops are noticed and removed.
 ANNOTATION_LAST_APPLIED = f"{DOMAIN}/last-applied"
 

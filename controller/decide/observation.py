@@ -49,6 +49,9 @@ class Observation:
     max_jobs: int | None = None
     """At most this many of a project's workloads, in admission order, enter each estimate
     (the simulator's bound on cost; the controller uses all of them)."""
+    lanes: bool = True
+    """Whether pending deadline workloads get per-workload lanes (`controller.decide.lanes`);
+    the replay's `policy-no-lanes` ablation turns them off."""
     predict_waits: bool = True
     """Whether the plan predicts each queue's wait. The predictions feed only the
     predicted-wait metric, no decision: the simulator, which publishes no metrics, skips

@@ -19,9 +19,17 @@ from functools import cached_property
 
 from controller import names
 from controller.api.policy_set import PolicySet
-from controller.capacity import FlavorQuota, PoolTarget, pool_demands
+from controller.capacity import (
+    FlavorQuota,
+    PoolDemand,
+    PoolTarget,
+    pool_demands,
+    spot_allowed,
+    whole_nodes,
+)
 from controller.collector import pausing_collector
 from controller.decide.boost import boost_step, deadline_boosts
+from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lanes
 from controller.decide.mix import (
     Decision,
     PoolState,
@@ -73,6 +81,10 @@ class CapacityPlan:
     """(pool, capacity type) -> dollars per hour for the GPUs in use."""
     project_cost_per_hour: Mapping[str, float]
     budget_exceeded: frozenset[str]
+    lanes: Mapping[tuple[str, str], Lane] = field(default_factory=dict)
+    """(namespace, name) -> the lane of each pending deadline workload this controller puts on
+    on-demand (its pod sets select the capacity type, its annotation says why); every other
+    workload of ours carries no lane."""
     observation: Observation | None = field(default=None, compare=False, repr=False)
     carried: Carry | None = field(default=None, compare=False, repr=False)
     """What this pass made, for the next pass's Observation (see `Carry`)."""
@@ -254,8 +266,9 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         for pool in policy.spec.pools
     )
     demands = pool_demands(policy_set)
+    lanes, held = _lanes_and_holds(observation, model, decisions, by_project)
     shifts = limit_shifts(
-        {d.pool: d.target for d in decisions},
+        {d.pool: _lane_target(policy_set, d, held[d.pool], demands) for d in decisions},
         {name: demand.total_gpus for name, demand in demands.items()},
         held_by_side(policy.spec.pools, workloads, node_claims),
     )
@@ -265,7 +278,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         fixed = demands[decision.pool].on_demand_only_gpus
         targets[decision.pool] = PoolTarget(
             shift.applied,
-            fit_shares(policy_set, decision.pool, state.assignments, shift.applied - fixed),
+            fit_shares(policy_set, decision.pool, held[decision.pool], shift.applied - fixed),
             state.deferred_tiers,
             pod_sets={
                 project.name: widest[project.name]
@@ -284,9 +297,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     final = model.with_quotas(rendered.quotas)
     reports = tuple(final.deadlines())
     decisions = _retrack(policy_set, decisions, reports, now=now)
-    boosts: dict[tuple[str, str], int] = {}
-    if step:
-        boosts = deadline_boosts(final.pending_slack(), step=step)
+    boosts = deadline_boosts(final.pending_slack(), step=step) if step else {}
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_counts: dict[str, int] = {}
@@ -360,12 +371,97 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
+        lanes=lanes,
         observation=replace(observation, carried=None),
         carried=Carry(
             estimates=final.carry(),
             rendered=(policy_set, targets, observation.namespace, rendered),
         ),
     )
+
+
+def _lanes_and_holds(
+    observation: Observation,
+    model: RiskModel,
+    decisions: Sequence[Decision],
+    by_project: Mapping[str, Sequence[WorkloadView]],
+) -> tuple[dict[tuple[str, str], Lane], dict[str, dict[str, int]]]:
+    """The lanes (none when the observation turns them off) and the on-demand GPUs held per
+    pool and project with them."""
+    policy_set = observation.policy_set
+    lanes = _lanes(model, policy_set) if observation.lanes else {}
+    return lanes, _held_for_lanes(policy_set, decisions, lanes, by_project)
+
+
+def _lanes(model: RiskModel, policy_set: PolicySet) -> dict[tuple[str, str], Lane]:
+    """The lanes of the pending deadline workloads, from each project's spot figures (its
+    pools' launch latency and interruption rate, as its capacity has them). A project that may
+    not run on spot has nothing to move."""
+    inputs = [LaneInput(*fields) for fields in model.lane_workloads()]
+    outlooks: dict[str, SpotOutlook] = {}
+    for name in {i.project for i in inputs}:
+        project = policy_set.project(name)
+        capacity = model.spot_capacity(name)
+        if project is None or capacity is None or not spot_allowed(policy_set, project):
+            continue
+        outlooks[name] = SpotOutlook(
+            launch_seconds=capacity.provisioning_latency_seconds,
+            interruptions_per_node_hour=capacity.interruptions_per_node_hour,
+            gpus_per_node=capacity.gpus_per_node,
+        )
+    return choose_lanes(inputs, outlooks)
+
+
+def _held_for_lanes(
+    policy_set: PolicySet,
+    decisions: Sequence[Decision],
+    lanes: Mapping[tuple[str, str], Lane],
+    by_project: Mapping[str, Sequence[WorkloadView]],
+) -> dict[str, dict[str, int]]:
+    """Per pool, the on-demand GPUs held per project: the decision's, raised where a
+    project's on-demand lanes need more than it holds. A lane's workload waits for quota on
+    the on-demand flavor of its project's first pool (Kueue tries the project's flavors in
+    order, and a node selector leaves it only on-demand ones), beside the project's admitted
+    on-demand work there; both are held, in whole nodes."""
+    held = {d.pool: dict(d.state.assignments) for d in decisions}
+    if not lanes:
+        return held
+    sizes = {p.name: p.gpus_per_node for p in policy_set.policy.spec.pools}
+    for project in policy_set.projects:
+        if not project.spec.quotas:
+            continue
+        pool = project.spec.quotas[0].pool
+        if pool not in held:
+            continue
+        flavor = names.flavor_name(pool, names.ON_DEMAND)
+        lane_gpus = in_use = 0
+        for workload in by_project.get(project.name, ()):
+            if workload.pending and (workload.namespace, workload.name) in lanes:
+                lane_gpus += workload.gpus
+            elif workload.running and flavor in workload.flavors:
+                in_use += workload.gpus
+        if lane_gpus:
+            need = whole_nodes(lane_gpus + in_use, sizes[pool])
+            held[pool][project.name] = max(held[pool].get(project.name, 0), need)
+    return held
+
+
+def _lane_target(
+    policy_set: PolicySet,
+    decision: Decision,
+    held: Mapping[str, int],
+    demands: Mapping[str, PoolDemand],
+) -> int:
+    """The pool's on-demand GPUs with what lanes hold: the decision's target, raised to cover
+    the held shares on top of the quota that must be on-demand anyway, never above the pool's
+    ceiling or its quota. Not a blanket raise: only what the lanes' workloads ask."""
+    if held == decision.state.assignments:
+        return decision.target
+    pool = next(p for p in policy_set.policy.spec.pools if p.name == decision.pool)
+    demand = demands[decision.pool]
+    wanted = demand.on_demand_only_gpus + sum(held.values())
+    upper = max(min(pool.on_demand.ceiling_gpus, demand.total_gpus), demand.on_demand_only_gpus)
+    return max(decision.target, min(whole_nodes(wanted, pool.gpus_per_node), upper))
 
 
 def _render(

@@ -31,6 +31,9 @@ from controller.risk.urgency import urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
+LaneFields = tuple[tuple[str, str], str, int, float, float, float, float, float, str | None, bool]
+"""A pending deadline workload as `RiskModel.lane_workloads` gives it."""
+
 PRIOR_RUNTIME_SECONDS = 3600.0
 DEFAULT_CHECKPOINT_SECONDS = 3600.0
 SIGMA_ANNOTATED = 0.25
@@ -633,6 +636,51 @@ class RiskModel:
             ]
             out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
         return out
+
+    def lane_workloads(self) -> list[LaneFields]:
+        """Each pending workload of a project with open deadlines, for the lanes
+        (`controller.decide.lanes`): (namespace, name), project, GPUs, seconds to the
+        earliest open deadline it counts toward and that deadline's target confidence, its
+        expected remaining runtime with its spread and checkpoint interval, its lane and
+        whether its owner chose a capacity type. Plain tuples: the decision layer builds its
+        own inputs from them, and the risk layer does not import it."""
+        out: list[LaneFields] = []
+        now = self.snapshot.now
+        for project in self.snapshot.policy_set.projects:
+            if not project.spec.deadlines:
+                continue
+            open_deadlines = self._open_deadlines(project)
+            if not open_deadlines:
+                continue
+            of_view = self._jobs_by_view(project.name)
+            for workload in self.by_project[project.name]:
+                if not workload.pending:
+                    continue
+                counted = [d for d in open_deadlines if _counts(workload, d)]
+                if not counted:
+                    continue
+                first = min(counted, key=lambda d: self._cutoffs[(project.name, d.name)])
+                job = of_view[id(workload)][1]
+                out.append(
+                    (
+                        (workload.namespace, workload.name),
+                        project.name,
+                        workload.gpus,
+                        self._cutoffs[(project.name, first.name)] - now,
+                        first.target_confidence,
+                        job.mean_seconds,
+                        job.sigma,
+                        job.checkpoint_seconds,
+                        workload.lane,
+                        workload.owner_chose_capacity,
+                    )
+                )
+        return out
+
+    def spot_capacity(self, project: str) -> Capacity | None:
+        """The project's capacity under the current split (its pools' spot figures)."""
+        known = self.snapshot.policy_set.project(project)
+        return self._capacity(known) if known is not None else None
 
     def pending_gpus(self) -> dict[str, int]:
         return {

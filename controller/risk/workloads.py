@@ -52,6 +52,11 @@ class WorkloadView:
     """Admitted, and Kueue says its pods are not all ready yet (PodsReady False): they wait,
     most often for a node being launched, and the workload makes no progress meanwhile.
     Without the condition an admitted workload is taken to run from its admission."""
+    capacity_type: str | None = None
+    """The capacity type its pod sets select (`karpenter.sh/capacity-type` in a node
+    selector, or a required node affinity `In` one value), if any."""
+    lane: str | None = None
+    """The lane this controller put it in (our annotation); None when we did not."""
     running: bool = field(init=False, repr=False, compare=False)
     """Admitted and not finished. Set from those once (a pass over 10,000 Workloads asks
     this and `pending` over 100,000 times)."""
@@ -61,6 +66,11 @@ class WorkloadView:
     def __post_init__(self) -> None:
         object.__setattr__(self, "running", self.admitted_at is not None and not self.finished)
         object.__setattr__(self, "pending", self.admitted_at is None and not self.finished)
+
+    @property
+    def owner_chose_capacity(self) -> bool:
+        """Its owner selected a capacity type itself: no lane of ours may change it."""
+        return self.capacity_type is not None and self.lane is None
 
     def elapsed(self, now: float) -> float:
         """Seconds of useful execution so far (this admission plus earlier ones): from its pods'
@@ -134,6 +144,39 @@ def pod_set_gpus(pod_set: Any, gpu_resources: frozenset[str]) -> int:
     return per_pod * (count if isinstance(count, int) and count >= 0 else 1)
 
 
+def selected_capacity_type(pod_sets: list[Any]) -> str | None:
+    """The capacity type a Workload's pod sets select: a node selector's
+    `karpenter.sh/capacity-type`, else a required node affinity whose every term asks for
+    one value of it with `In`. Kueue and the kube-scheduler honour either."""
+    for pod_set in pod_sets:
+        spec = _map(_map(_map(pod_set).get("template")).get("spec"))
+        selected = _map(spec.get("nodeSelector")).get(names.CAPACITY_TYPE_LABEL)
+        if isinstance(selected, str) and selected:
+            return selected
+        required = _map(
+            _map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+        )
+        values: set[str] = set()
+        terms = _list(required.get("nodeSelectorTerms"))
+        for term in terms:
+            asked = [
+                e
+                for e in _list(_map(term).get("matchExpressions"))
+                if _map(e).get("key") == names.CAPACITY_TYPE_LABEL
+                and _map(e).get("operator") == "In"
+                and len(_list(_map(e).get("values"))) == 1
+            ]
+            if not asked:
+                values.clear()
+                break
+            values.add(str(_list(_map(asked[0]).get("values"))[0]))
+        if terms and len(values) == 1:
+            return values.pop()
+    return None
+
+
 def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> WorkloadView:
     meta = _map(obj.get("metadata"))
     spec = _map(obj.get("spec"))
@@ -199,4 +242,10 @@ def workload_view(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> Work
             and when("Admitted")
             and not when("Finished")
         ),
+        capacity_type=selected_capacity_type(_list(spec.get("podSets"))),
+        lane=_lane(annotations.get(names.ANNOTATION_LANE)),
     )
+
+
+def _lane(value: Any) -> str | None:
+    return value if value in names.CAPACITY_TYPES else None
