@@ -141,18 +141,32 @@ def choose_lane(workload: LaneInput, outlook: SpotOutlook) -> Lane | None:
 
 
 def choose_lanes(
-    workloads: Iterable[LaneInput], outlooks: Mapping[str, SpotOutlook]
+    workloads: Iterable[LaneInput],
+    outlooks: Mapping[str, SpotOutlook],
+    room: Mapping[str, int] | None = None,
 ) -> dict[tuple[str, str], Lane]:
     """(namespace, name) -> lane, for each workload moved to (or kept on) on-demand.
-    `outlooks` is per project: the spot outlook of the pools it runs in."""
+
+    `outlooks` is per project: the spot outlook of the pools it runs in. `room` is per
+    project the on-demand GPUs its quota has free now: a workload moves only into room it can
+    be admitted in at once, the most urgent first. A lane into a full on-demand quota trades a
+    spot node that may fail for a wait that surely does: replays showed it making deadlines
+    late by the hundred. Without `room`, no quota limits the move."""
     out: dict[tuple[str, str], Lane] = {}
-    for workload in workloads:
+    left = dict(room) if room is not None else None
+    for workload in sorted(workloads, key=lambda w: (w.lane != names.ON_DEMAND, w.time_left)):
         outlook = outlooks.get(workload.project)
         if outlook is None:
             continue
         lane = choose_lane(workload, outlook)
-        if lane is not None:
-            out[workload.key] = lane
+        if lane is None:
+            continue
+        if left is not None and workload.lane != names.ON_DEMAND:
+            free = left.get(workload.project, 0)
+            if workload.gpus > free:
+                continue
+            left[workload.project] = free - workload.gpus
+        out[workload.key] = lane
     return out
 
 

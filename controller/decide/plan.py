@@ -85,6 +85,9 @@ class CapacityPlan:
     """(namespace, name) -> the lane of each pending deadline workload this controller puts on
     on-demand (its pod sets select the capacity type, its annotation says why); every other
     workload of ours carries no lane."""
+    spot_outlooks: Mapping[str, SpotOutlook] = field(default_factory=dict)
+    """Per project that may run on spot, what spot may cost its workloads (what a lane is
+    decided from)."""
     observation: Observation | None = field(default=None, compare=False, repr=False)
     carried: Carry | None = field(default=None, compare=False, repr=False)
     """What this pass made, for the next pass's Observation (see `Carry`)."""
@@ -266,7 +269,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         for pool in policy.spec.pools
     )
     demands = pool_demands(policy_set)
-    lanes, held = _lanes_and_holds(observation, model, decisions, by_project)
+    lanes, held, outlooks = _lanes_and_holds(observation, model, decisions, by_project)
     shifts = limit_shifts(
         {d.pool: _lane_target(policy_set, d, held[d.pool], demands) for d in decisions},
         {name: demand.total_gpus for name, demand in demands.items()},
@@ -372,6 +375,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
         lanes=lanes,
+        spot_outlooks=outlooks,
         observation=replace(observation, carried=None),
         carried=Carry(
             estimates=final.carry(),
@@ -385,31 +389,66 @@ def _lanes_and_holds(
     model: RiskModel,
     decisions: Sequence[Decision],
     by_project: Mapping[str, Sequence[WorkloadView]],
-) -> tuple[dict[tuple[str, str], Lane], dict[str, dict[str, int]]]:
-    """The lanes (none when the observation turns them off) and the on-demand GPUs held per
-    pool and project with them."""
+) -> tuple[dict[tuple[str, str], Lane], dict[str, dict[str, int]], dict[str, SpotOutlook]]:
+    """The lanes (none when the observation turns them off), the on-demand GPUs held per pool
+    and project with them, and the spot outlooks they were decided from."""
     policy_set = observation.policy_set
-    lanes = _lanes(model, policy_set) if observation.lanes else {}
-    return lanes, _held_for_lanes(policy_set, decisions, lanes, by_project)
+    if not observation.lanes:
+        return {}, _held_for_lanes(policy_set, decisions, {}, by_project), {}
+    outlooks = _outlooks(model, policy_set, observation.spot_shortages)
+    room = on_demand_room(policy_set, model.snapshot.quotas, by_project)
+    lanes = choose_lanes((LaneInput(*f) for f in model.lane_workloads()), outlooks, room)
+    return lanes, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
 
 
-def _lanes(model: RiskModel, policy_set: PolicySet) -> dict[tuple[str, str], Lane]:
-    """The lanes of the pending deadline workloads, from each project's spot figures (its
-    pools' launch latency and interruption rate, as its capacity has them). A project that may
-    not run on spot has nothing to move."""
-    inputs = [LaneInput(*fields) for fields in model.lane_workloads()]
-    outlooks: dict[str, SpotOutlook] = {}
-    for name in {i.project for i in inputs}:
-        project = policy_set.project(name)
-        capacity = model.spot_capacity(name)
-        if project is None or capacity is None or not spot_allowed(policy_set, project):
+def on_demand_room(
+    policy_set: PolicySet,
+    applied: Mapping[tuple[str, str], FlavorQuota],
+    by_project: Mapping[str, Sequence[WorkloadView]],
+) -> dict[str, int]:
+    """Per project, the on-demand GPUs free in its first pool's quota now: the applied
+    on-demand quota less what its admitted on-demand work and its workloads already in an
+    on-demand lane take. What a new lane may use without waiting for quota."""
+    out: dict[str, int] = {}
+    for project in policy_set.projects:
+        if not project.spec.quotas:
             continue
-        outlooks[name] = SpotOutlook(
+        pool = project.spec.quotas[0].pool
+        quota = applied.get((project.name, pool))
+        if quota is None:
+            continue
+        flavor = names.flavor_name(pool, names.ON_DEMAND)
+        taken = sum(
+            w.gpus
+            for w in by_project.get(project.name, ())
+            if (w.running and flavor in w.flavors) or (w.pending and w.lane == names.ON_DEMAND)
+        )
+        out[project.name] = max(quota.on_demand_gpus - taken, 0)
+    return out
+
+
+def _outlooks(
+    model: RiskModel, policy_set: PolicySet, shortages: Mapping[str, float]
+) -> dict[str, SpotOutlook]:
+    """Per project with deadlines that may run on spot, what spot may cost its workloads:
+    its pools' launch latency and interruption rate, as its capacity has them, and the rest
+    of a shortage its first pool is known to be in (where its lanes' work would wait). A
+    project that may not run on spot has nothing to move."""
+    outlooks: dict[str, SpotOutlook] = {}
+    for project in policy_set.projects:
+        if not project.spec.deadlines or not spot_allowed(policy_set, project):
+            continue
+        capacity = model.spot_capacity(project.name)
+        if capacity is None:
+            continue
+        first = project.spec.quotas[0].pool if project.spec.quotas else ""
+        outlooks[project.name] = SpotOutlook(
             launch_seconds=capacity.provisioning_latency_seconds,
             interruptions_per_node_hour=capacity.interruptions_per_node_hour,
             gpus_per_node=capacity.gpus_per_node,
+            shortage_seconds=shortages.get(first, 0.0),
         )
-    return choose_lanes(inputs, outlooks)
+    return outlooks
 
 
 def _held_for_lanes(

@@ -50,13 +50,16 @@ from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline
 from controller.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.decide.boost import boost_step, urgency_level
+from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lane
 from controller.decide.mix import PoolState, initial_state
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
 from controller.render.kueue import KUEUE_DEFAULT_WHEN_CAN_BORROW, OWN_QUOTA_FIRST
+from controller.risk.model import SIGMA_ANNOTATED
 from controller.risk.pools import NodeClaimView
+from controller.risk.shortage import ShortageState, expected_wait, launched, reported
 from controller.risk.workloads import WorkloadView
 from controller.sim import karpenter as karpenter_model
 from controller.sim import kueue as kueue_model
@@ -101,6 +104,10 @@ class RunSpec:
     """Reactive: step on-demand up while pending GPUs exceed this share of the pool."""
     decision_interval: float = 900.0
     sample_interval: float = 3600.0
+    lanes: bool = True
+    """The policy: pending deadline workloads get per-workload lanes."""
+    deadline_order: bool = True
+    """The policy: waiting work is ordered by deadline (the policy's priority boosts)."""
 
 
 BASELINES: dict[str, RunSpec] = {
@@ -110,6 +117,14 @@ BASELINES: dict[str, RunSpec] = {
     "reactive": RunSpec("reactive", "reactive", threshold=0.1),
 }
 POLICY = RunSpec("policy", "policy")
+ABLATIONS: dict[str, RunSpec] = {
+    "policy-fifo": RunSpec("policy-fifo", "policy", deadline_order=False),
+    "policy-no-lanes": RunSpec("policy-no-lanes", "policy", lanes=False),
+}
+"""The policy with one of its levers off, to show what that lever is worth."""
+LANE_PASS_SECONDS = 5.0
+"""How soon after a workload arrives with a lane the controller's pass acts on it: the pass a
+Workload's creation wakes (a watch event), within seconds, not the next periodic pass."""
 _PARAMETRIC = re.compile(r"^(static|reactive):([0-9]*\.?[0-9]+)$")
 
 
@@ -119,10 +134,12 @@ def parse_run(text: str) -> RunSpec:
     word = text.strip()
     if word in BASELINES:
         return BASELINES[word]
+    if word in ABLATIONS:
+        return ABLATIONS[word]
     match = _PARAMETRIC.match(word)
     if match is None:
         raise ValueError(
-            f"unknown baseline {text!r}: expected one of {', '.join(BASELINES)}, "
+            f"unknown baseline {text!r}: expected one of {', '.join([*BASELINES, *ABLATIONS])}, "
             "static:F (F in [0, 1]) or reactive:T (T in (0, 1])"
         )
     kind, value = match.group(1), float(match.group(2))
@@ -133,6 +150,16 @@ def parse_run(text: str) -> RunSpec:
     if not 0.0 < value <= 1.0:
         raise ValueError(f"{text!r}: a reactive threshold is in (0, 1]")
     return RunSpec(word, "reactive", threshold=value)
+
+
+def _run_policy(policy_set: PolicySet, spec: RunSpec) -> PolicySet:
+    """The policy a run replays: `policy-fifo` is the policy without its deadline order (no
+    priority boosts), so Kueue admits each queue's waiting work by priority and age alone."""
+    if spec.kind != "policy" or spec.deadline_order:
+        return policy_set
+    risk = replace(policy_set.policy.spec.risk, priority_boost=False)
+    policy = replace(policy_set.policy, spec=replace(policy_set.policy.spec, risk=risk))
+    return replace(policy_set, policy=policy)
 
 
 @dataclass
@@ -156,6 +183,8 @@ class _Job:
     since: float = 0.0
     after: str | None = None
     """Why it last stopped (interrupted or preempted): later waits count toward that."""
+    lane: str | None = None
+    """The lane the controller put it in (its pod sets then select that capacity type)."""
     view: tuple[tuple[object, ...], WorkloadView] | None = field(
         default=None, compare=False, repr=False
     )
@@ -206,6 +235,7 @@ class Replay:
     ) -> None:
         if not (math.isfinite(scored_from) and scored_from >= 0):
             raise ValueError(f"scored_from must be a finite time >= 0, got {scored_from}")
+        policy_set = _run_policy(policy_set, spec)
         self.policy_set = policy_set
         self.spec = spec
         self.seed = seed
@@ -258,6 +288,7 @@ class Replay:
         a pass observes, kept so that it need not scan every job of the trace."""
         self.unfinished = len(self.jobs)
         self.running = 0
+        self._init_lanes()
         self.boost_step = (
             boost_step(
                 policy_set.policy.spec.risk.priority_boost_value,
@@ -266,6 +297,21 @@ class Replay:
             if spec.kind == "policy" and policy_set.policy.spec.risk.priority_boost
             else 0
         )
+
+    def _init_lanes(self) -> None:
+        self.lanes = self.spec.kind == "policy" and self.spec.lanes
+        self.lane_writes = 0
+        """Lanes written in the window (a workload's pod sets made to select a capacity)."""
+        self._outlooks: dict[str, SpotOutlook] = {}
+        """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
+        self._shortages: dict[str, ShortageState] = {p: ShortageState() for p in self.pools}
+        """Per pool, its spot shortages as Karpenter's errors report them."""
+        self._lane_pending: dict[str, int] = {}
+        """Per project, GPUs of its pending workloads in an on-demand lane."""
+        self._confidence = {
+            p.name: p.spec.deadlines[0].target_confidence if p.spec.deadlines else 0.95
+            for p in self.policy_set.projects
+        }
 
     # ------------------------------------------------------------------ events
     def _push(self, at: float, kind: str, a: int = 0, b: int = 0) -> None:
@@ -410,6 +456,11 @@ class Replay:
         self.on_demand_target = {d.pool: d.target for d in plan.decisions}
         self._apply(plan.rendered)
         self._apply_boosts(plan)
+        self._outlooks = dict(plan.spot_outlooks)
+        for (namespace, name), lane in plan.lanes.items():
+            index = self.by_name.get((namespace, name))
+            if index is not None:
+                self._set_lane(index, lane.capacity_type)
         for pool, warm in plan.warm_targets.items():
             self.karpenter.set_placeholders(pool, math.ceil(warm / self.pools[pool].gpus_per_node))
         self._record_risks(plan)
@@ -450,7 +501,23 @@ class Replay:
             seed=self.seed,
             max_jobs=SIM_MAX_JOBS,
             predict_waits=False,
+            lanes=self.lanes,
+            spot_shortages=self._shortage_waits(),
         )
+
+    def _shortage_waits(self) -> dict[str, float]:
+        """Per pool, the shortage wait `controller.risk.shortage` gives from the errors the
+        Karpenter model reports (the controller reads the same from Karpenter's Events)."""
+        out = {}
+        for pool, (first, until) in self.karpenter.capacity_errors.items():
+            state = self._shortages[pool]
+            if first <= self.now and (state.last_error is None or state.last_error < first):
+                state = reported(state, first)
+            # Errors every few minutes from the first until the launch that works.
+            self._shortages[pool] = reported(state, min(self.now, until))
+        for pool, state in self._shortages.items():
+            out[pool] = expected_wait(state, self.now)
+        return out
 
     def _claims(self) -> list[NodeClaimView]:
         claims = [
@@ -481,7 +548,7 @@ class Replay:
         for job in self._active_jobs() if active is None else active:
             admitted = job.admitted_at is not None
             past = job.checkpointed(self.now) if job.state == "running" else job.progress
-            made_from = (job.admitted_at, job.preemptions, job.flavor, past)
+            made_from = (job.admitted_at, job.preemptions, job.flavor, past, job.lane)
             if job.view is None or job.view[0] != made_from:
                 spec = job.spec
                 view = WorkloadView(
@@ -499,6 +566,8 @@ class Replay:
                     checkpoint_interval=spec.checkpoint_seconds,
                     deadline=job.label,
                     past_execution_seconds=past,
+                    capacity_type=job.lane,
+                    lane=job.lane,
                 )
                 job.view = (made_from, view)
             views.append(job.view[1])
@@ -580,6 +649,65 @@ class Replay:
                 queued_at=job.spec.submit,
             )
         )
+        if self.lanes and self._arrival_lane(job) is not None:
+            self._set_lane(index, ON_DEMAND)
+            self._push(self.now + LANE_PASS_SECONDS, "lane-pass")
+        self.dirty = True
+
+    def _arrival_lane(self, job: _Job) -> Lane | None:
+        """The lane the pass a new workload wakes gives it (`controller.decide.lanes`, on its
+        own deadline and declared runtime, the spread the risk model gives a declared one)."""
+        outlook = self._outlooks.get(job.spec.project)
+        if job.spec.deadline is None or outlook is None:
+            return None
+        if job.gpus > self._on_demand_room(job.spec.project):
+            return None
+        spec = self.policy_set.project(job.spec.project)
+        if spec is not None and spec.spec.quotas:
+            pool = spec.spec.quotas[0].pool
+            outlook = replace(outlook, shortage_seconds=self._shortage_waits()[pool])
+        return choose_lane(
+            LaneInput(
+                key=(job.namespace, job.spec.job_id),
+                project=job.spec.project,
+                gpus=job.gpus,
+                time_left=job.spec.deadline - self.now,
+                confidence=self._confidence[job.spec.project],
+                runtime_seconds=job.spec.expected_duration,
+                sigma=SIGMA_ANNOTATED,
+                checkpoint_seconds=job.spec.checkpoint_seconds,
+            ),
+            outlook,
+        )
+
+    def _on_demand_room(self, project: str) -> int:
+        """What `plan.on_demand_room` gives the project now: its first pool's on-demand quota
+        less its admitted on-demand work and its workloads waiting in an on-demand lane."""
+        assert self.kueue is not None
+        spec = self.policy_set.project(project)
+        if spec is None or not spec.spec.quotas or self.applied is None:
+            return 0
+        pool = spec.spec.quotas[0].pool
+        quota = self.applied.get((project, pool))
+        if quota is None:
+            return 0
+        flavor = names.flavor_name(pool, ON_DEMAND)
+        used = self.kueue.usage(project, flavor)
+        return max(quota.on_demand_gpus - used - self._lane_pending.get(project, 0), 0)
+
+    def _set_lane(self, index: int, capacity_type: str) -> None:
+        """The controller's write: the pending workload's pod sets select the capacity type."""
+        assert self.kueue is not None
+        job = self.jobs[index]
+        if job.lane == capacity_type or job.state != "pending":
+            return
+        job.lane = capacity_type
+        self.kueue.set_node_selector(index, {names.CAPACITY_TYPE_LABEL: capacity_type})
+        if capacity_type == ON_DEMAND:
+            project = job.spec.project
+            self._lane_pending[project] = self._lane_pending.get(project, 0) + job.gpus
+        if self.now >= self.scored_from:
+            self.lane_writes += 1
         self.dirty = True
 
     def _admitted(self, admission: kueue_model.Admission) -> None:
@@ -590,6 +718,9 @@ class Replay:
             self.kueue.set_boost(admission.key, 0)
         job = self.jobs[admission.key]
         job.account(self.now)
+        if job.lane == ON_DEMAND and job.state == "pending":
+            project = job.spec.project
+            self._lane_pending[project] = self._lane_pending.get(project, 0) - job.gpus
         job.state, job.flavor, job.admitted_at = "admitted", admission.flavor, self.now
         pool, capacity_type = self.flavors[admission.flavor]
         self.karpenter.admit(admission.key, pool, capacity_type, job.gpus)
@@ -624,6 +755,9 @@ class Replay:
         if reason == PREEMPTED:
             job.preemptions += 1
             job.state, job.flavor, job.admitted_at = "pending", None, None
+            if job.lane == ON_DEMAND:  # it waits in its lane again
+                project = job.spec.project
+                self._lane_pending[project] = self._lane_pending.get(project, 0) + job.gpus
         else:
             job.interruptions += 1
             job.state = "admitted"
@@ -687,6 +821,11 @@ class Replay:
         elif kind == "finish":
             self._finish(a, b)
         elif kind == "ready":
+            node = self.karpenter.nodes.get(a)
+            if node is not None and node.capacity_type == SPOT:
+                self._shortages[node.pool] = launched(
+                    self._shortages[node.pool], self.now, requested=node.launched
+                )
             self.karpenter.node_ready(a, now=self.now)
             self.dirty = True
         elif kind == "interrupt":
@@ -701,6 +840,8 @@ class Replay:
         elif kind == "decide":
             self._decide()
             self._push(self.now + self.spec.decision_interval, "decide")
+        elif kind == "lane-pass":
+            self._decide()
         elif kind == "sample":
             self._sample()
             self._push(self.now + self.spec.sample_interval, "sample")

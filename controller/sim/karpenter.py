@@ -164,6 +164,10 @@ class Karpenter:
         """Workload key -> {node id: GPUs} for running workloads."""
         self.placeholders_wanted: dict[str, int] = {}
         self._shortage_until: dict[str, float] = {}
+        self.capacity_errors: dict[str, tuple[float, float]] = {}
+        """Per pool, the first spot launch that failed in the shortage in force and when the
+        shortage ends: Karpenter reports `InsufficientCapacityError`s from the first until a
+        launch succeeds, every few minutes (what the controller observes)."""
         self._market_checked: dict[str, float] = {}
         self.removed: list[Removal] = []
         """Nodes removed, with when: for cost, read and cleared by the replay."""
@@ -436,6 +440,10 @@ class Karpenter:
         if capacity_type == SPOT:
             until = self.shortage_until(pool, now)
             if until > now:
+                # Karpenter's InsufficientCapacityError: it reports one now and again every few
+                # minutes while the pods wait, until a launch succeeds at `until`.
+                first, last_until = self.capacity_errors.get(pool_name, (now, -math.inf))
+                self.capacity_errors[pool_name] = (first if last_until > now else now, until)
                 if until not in self._retries:
                     self._retries.add(until)
                     self.push(until, "retry", 0)

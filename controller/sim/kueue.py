@@ -479,6 +479,21 @@ class Kueue:
                 heapq.heapify(queue.heap)
                 self._push(workload)
 
+    def set_node_selector(self, key: int, selector: Mapping[str, str]) -> None:
+        """A pending workload's pod sets now select `selector` (a lane written by the
+        controller): the flavors it may take change, so a workload set aside as not fitting
+        goes back in line. An admitted workload keeps what it was admitted on (Kueue refuses
+        a change to the pod sets of a workload with quota reserved)."""
+        workload = self.workloads[key]
+        if workload.admitted_at is not None or dict(workload.node_selector) == dict(selector):
+            return
+        workload.node_selector = dict(selector)
+        self._generation += 1
+        queue = self._queues[workload.queue]
+        if key in queue.parked:
+            queue.parked.discard(key)
+            self._push(workload)
+
     def pending(self, queue: str | None = None) -> list[Workload]:
         names = [queue] if queue is not None else list(self._queues)
         out: list[Workload] = []
