@@ -20,7 +20,10 @@ cutoff. So on-demand makes the deadline and spot does not; at 10 hours spot make
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +35,11 @@ from controller.kube.client import KubeClient
 from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
+from controller.testenv.controlplane import ControlPlane
 from tests.clock import Clock
 from tests.integration.test_reconcile import apply_doc, example_documents
 
+REPO_ROOT = Path(__file__).parents[2]
 FIXED_MONDAY_NOON = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 PROJECT = "llm-pretrain"
 NAMESPACE = "llm"
@@ -161,7 +166,31 @@ def world(kube: KubeClient) -> World:
     return World(kube)
 
 
-def test_a_pending_workload_that_spot_would_make_late_is_put_on_on_demand(world: World) -> None:
+def explain(kubeconfig: Path) -> str:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "explain",
+            PROJECT,
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_pending_workload_that_spot_would_make_late_is_put_on_on_demand(
+    world: World, control_plane: ControlPlane
+) -> None:
+    kube_config = control_plane.kubeconfig
     kube = world.kube
     world.add(deadline_workload("tight-0"))
     world.add(deadline_workload("easy-0", hours=EASY_HOURS))
@@ -193,6 +222,13 @@ def test_a_pending_workload_that_spot_would_make_late_is_put_on_on_demand(world:
     assert lane_events(kube) == {"tight-0": lane.reason}
     assert world.sample("quartermaster_lane_workloads", project=PROJECT, lane="on-demand") == 1
     assert world.sample("quartermaster_lane_writes_total", project=PROJECT, lane="on-demand") == 1
+
+    # explain, run as a process against the server, names the workload and why.
+    shown = explain(kube_config)
+    assert "Lanes (1 workload(s) put on a capacity type by the controller):" in shown
+    [row] = [line for line in shown.splitlines() if f"{NAMESPACE}/tight-0" in line]
+    assert row.split()[:3] == [f"{NAMESPACE}/tight-0", names.ON_DEMAND, "waiting"]
+    assert row.endswith(lane.reason)
 
     # The next pass finds the lane in place: no write.
     again = world.reconcile()
