@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -306,6 +306,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             read = read_sources(client, (policies_from, events_from))
             policy = read[policies_from][0] if read[policies_from] else None
             events = read[events_from]
+            workloads = project_workloads_read(client, project)
         finally:
             client.close()
     except (KubeError, OSError, ValueError) as exc:
@@ -313,9 +314,26 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_INVALID
     policy_name = policy["metadata"]["name"] if policy else None
     out.write(
-        format_explanation(project, policy, relevant_events(events, args.project, policy_name))
+        format_explanation(
+            project, policy, relevant_events(events, args.project, policy_name), workloads
+        )
     )
     return EXIT_OK
+
+
+def project_workloads_read(client: KubeClient, project: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Workloads of the project's namespaces, for its lanes; none where Kueue's Workloads
+    are not served (the rest of the explanation stands without them)."""
+    out: list[dict[str, Any]] = []
+    for namespace in (project.get("spec") or {}).get("namespaces") or []:
+        try:
+            items, _ = client.list(kinds.WORKLOAD, namespace=str(namespace), page_size=500)
+        except KubeError as exc:
+            if exc.not_found:
+                return out
+            raise
+        out.extend(items)
+    return out
 
 
 def _non_negative_seconds(value: str) -> float:

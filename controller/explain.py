@@ -2,8 +2,10 @@
 
 A pure formatter over what the controller already recorded: the project's status (deadlines
 with their risk, slack and cutoff, quota split, cost, last decision), the decision state of the
-pools it uses (in the policy's status), and the recent Events about either. Answering "why did
-the mix change at 03:10?" must not need the controller's logs.
+pools it uses (in the policy's status), the recent Events about either, and the workloads of
+its queues that the controller put in a lane (the lane annotations on each Workload).
+Answering "why did the mix change at 03:10?" or "why is this job on on-demand?" must not need
+the controller's logs.
 
 Both statuses are read as the typed classes the controller writes them from
 (`controller.reconcile.status.read_status`), so explain shows what the schema declares. A status
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from controller import names
 from controller.api.parse import FieldError
 from controller.api.types import (
     CapacityPolicyStatus,
@@ -123,10 +126,48 @@ def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
     return lines
 
 
+def _lane_state(workload: Mapping[str, Any]) -> str | None:
+    """ "waiting", "admitted", or None for a finished Workload (its lane no longer matters)."""
+    conditions = {
+        c.get("type"): c.get("status")
+        for c in (workload.get("status") or {}).get("conditions") or []
+        if isinstance(c, Mapping)
+    }
+    if conditions.get("Finished") == "True":
+        return None
+    return "admitted" if conditions.get("Admitted") == "True" else "waiting"
+
+
+def lane_lines(project: str, workloads: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The unfinished Workloads of the project's queues that carry our lane, with the reason
+    recorded when it was written: who is on-demand because of the controller, and why."""
+    rows: list[list[str]] = []
+    for workload in workloads:
+        meta = workload.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        lane = annotations.get(names.ANNOTATION_LANE)
+        state = _lane_state(workload)
+        if not lane or state is None or (workload.get("spec") or {}).get("queueName") != project:
+            continue
+        rows.append(
+            [
+                f"{meta.get('namespace')}/{meta.get('name')}",
+                str(lane),
+                state,
+                str(annotations.get(names.ANNOTATION_LANE_REASON) or ""),
+            ]
+        )
+    if not rows:
+        return []
+    title = f"Lanes ({len(rows)} workload(s) put on a capacity type by the controller):"
+    return [title, *_table([["WORKLOAD", "LANE", "STATE", "WHY"], *sorted(rows)])]
+
+
 def format_explanation(
     project: Mapping[str, Any],
     policy: Mapping[str, Any] | None,
     events: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The explanation, from the statuses read as their typed classes: whatever of a status
     cannot be read is named in a note and the rest is still shown."""
@@ -167,6 +208,10 @@ def format_explanation(
         for pool in policy_status.pools:
             if pool.pool in pools:
                 lines.extend(_pool_lines(pool, name))
+    lanes = lane_lines(name, workloads)
+    if lanes:
+        lines.append("")
+        lines.extend(lanes)
     relevant = sorted(events, key=_event_time)[-MAX_EVENTS:]
     if relevant:
         lines.append("")

@@ -147,6 +147,20 @@ class Metrics:
             ["pool", "action", "reason"],
             registry=r,
         )
+        self.lane_workloads = Gauge(
+            f"{PREFIX}_lane_workloads",
+            "Pending deadline workloads the controller puts in a lane (the capacity type their "
+            "pods select), by project and lane (count).",
+            ["project", "lane"],
+            registry=r,
+        )
+        self.lane_writes_total = Counter(
+            f"{PREFIX}_lane_writes",
+            "Lanes written onto Workloads (a node selector and the lane annotations), by "
+            "project and lane (count).",
+            ["project", "lane"],
+            registry=r,
+        )
         self.reconcile_duration_seconds = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Duration of one full reconcile pass (seconds).",
@@ -290,6 +304,18 @@ class Metrics:
                     self.decisions_total.labels(
                         decision.pool, decision.action, decision.reason
                     ).inc()
+
+    def update_lanes(self, lanes: Iterable[tuple[str, str]]) -> None:
+        """(project, lane) of each workload the plan puts in a lane: counted per pair, and a
+        pair no longer reported is removed like every plan series."""
+        counts: dict[tuple[str, ...], float] = {}
+        for project, lane in lanes:
+            counts[(project, lane)] = counts.get((project, lane), 0.0) + 1.0
+        with self._lock:
+            self._set(self.lane_workloads, counts)
+
+    def lane_written(self, project: str, lane: str) -> None:
+        self.lane_writes_total.labels(project, lane).inc()
 
     def observe_finished(self, durations: Iterable[tuple[str, str, float]]) -> None:
         """(project, tier, seconds) of workloads seen finished for the first time."""

@@ -21,8 +21,8 @@ all of them from the API server. Kueue (`pkg/cache`), Karpenter (`state.Cluster`
 - Every change calls `notify`, which wakes the reconcile loop.
 - Objects are kept without `metadata.managedFields`, except those of the kinds whose ownership
   a pass reads (`kinds.OWNERSHIP_READ_KINDS`): most of a busy object's bytes, read by nothing.
-  Workloads are kept without their pod templates but for each container's resources
-  (`projection.workload_as_kept`).
+  Workloads are kept without their pod templates but for each container's resources and
+  each template's node selector and required node affinity (`projection.workload_as_kept`).
 - `Cache.snapshot()` builds an `Observed`, what one pass works on, from the stores without a
   request. A store never changes a dict it holds (an event replaces it), so a snapshot stays as
   it was taken while events keep arriving. Nothing may change the dicts of a snapshot.

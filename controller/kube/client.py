@@ -10,6 +10,7 @@ for custom resources, so bodies stay plain dicts.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import random
@@ -42,6 +43,7 @@ log = structlog.get_logger(__name__)
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
+JSON_PATCH_CONTENT_TYPE = "application/json-patch+json"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -409,6 +411,42 @@ class KubeClient:
             "PATCH", path, query=query, body=obj, content_type=APPLY_CONTENT_TYPE
         )
         return result
+
+    def json_patch(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None,
+        patch: builtins.list[dict[str, Any]],
+        *,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        """A JSON Patch (RFC 6902), retried while its error is transient, but for a conflict.
+
+        A patch guarded by a `test` of the resourceVersion fails that test on any later try
+        once the object has changed (a 409 says it changed under the write): the caller reads
+        the new version and decides again, rather than the client sending it for 30 s.
+        """
+
+        def send() -> dict[str, Any] | KubeError:
+            try:
+                result: dict[str, Any] = self._send(
+                    "PATCH",
+                    kind.path(name, namespace),
+                    query={"fieldManager": field_manager},
+                    body=patch,
+                    content_type=JSON_PATCH_CONTENT_TYPE,
+                )
+            except KubeError as exc:
+                if exc.status == 409:
+                    return exc
+                raise
+            return result
+
+        answer = self._retrying(send)
+        if isinstance(answer, KubeError):
+            raise answer
+        return answer
 
     def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         namespace = obj.get("metadata", {}).get("namespace")

@@ -24,6 +24,7 @@ from controller.api.policy_set import PolicySet
 from controller.api.semantics import past_deadlines
 from controller.api.types import CapacityPolicy, OverrideMode, TrainingProject
 from controller.capacity import FlavorQuota
+from controller.decide.lanes import Lane
 from controller.decide.observation import Carry, History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity, plan_holds
 from controller.history import HistoryReader
@@ -41,6 +42,7 @@ from controller.reconcile.diff import (
     show_ref,
     with_last_applied,
 )
+from controller.reconcile.lanes import lane_patch
 from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
 from controller.reconcile.status import (
     DeadlineTracking,
@@ -109,6 +111,8 @@ class ReconcileResult:
     queued: Mapping[str, int] = field(default_factory=dict, repr=False)
     """Per project, the unfinished Workloads in its queues (as the risk model assigns them)."""
     boosts_written: int = 0
+    lanes_written: int = 0
+    """Workloads put in their lane (a node selector and our annotations) this pass."""
 
     @property
     def writes(self) -> int:
@@ -118,6 +122,7 @@ class ReconcileResult:
             + self.pruned
             + self.status_writes
             + self.boosts_written
+            + self.lanes_written
             + self.handed_over
         )
 
@@ -361,6 +366,12 @@ class Reconciler:
         )
         self._queues_in_use = LastResult(queues_in_use)
         self._boosts_settled: tuple[Sequence[KubeObject], Mapping[Any, int]] | None = None
+        self._lanes_settled: tuple[Sequence[KubeObject], Mapping[Any, Lane]] | None = None
+        self._lanes_refused: dict[tuple[str, str], str] = {}
+        """Per Workload, the resourceVersion a lane's patch was refused at: not sent again
+        until the Workload changes (a refusal at one version is one at every try of it)."""
+        self._lane_projects: dict[tuple[str, str], str] = {}
+        """The project of each workload the plan puts in a lane, for the metrics."""
         self._statuses_settled: dict[str, tuple[Any, ...]] = {}
         """Per project, what its status was last computed from when it needed no write."""
         self._differs = DiffMemo(rendered_needs_apply)
@@ -417,12 +428,22 @@ class Reconciler:
         else:
             plan = plan_capacity(seen)
         self._plan = plan
-        queued = {
-            name: len(items) for name, items in project_workloads(policy_set, workloads).items()
+        by_project = project_workloads(policy_set, workloads)
+        queued = {name: len(items) for name, items in by_project.items()}
+        self._lane_projects = {
+            (w.namespace, w.name): name
+            for name, items in (by_project.items() if plan.lanes else ())
+            for w in items
+            if (w.namespace, w.name) in plan.lanes
         }
         if self.metrics is not None:
             tiers = {p.name: p.spec.tier for p in policy_set.projects}
             self.metrics.update(policy_set, plan)
+            self.metrics.update_lanes(
+                (self._lane_projects[key], lane.capacity_type)
+                for key, lane in plan.lanes.items()
+                if key in self._lane_projects
+            )
             self.metrics.prometheus_up.set(1.0 if history.available else 0.0)
             self.metrics.observe_finished(
                 (w.queue, tiers[w.queue], w.finished_at - w.admitted_at)
@@ -478,6 +499,10 @@ class Reconciler:
                 self._converge(observed, validation, rendered, result)
                 self._emit_decisions(observed, validation.policy_set, capacity)
                 mark("converge")
+                # Lanes before boosts: a lane's patch is guarded by the version this pass read,
+                # which a boost's write would move on; a boost's apply is not.
+                result.lanes_written = self._apply_lanes(observed, capacity)
+                mark("lanes")
                 result.boosts_written = self._apply_boosts(
                     observed, validation.policy_set, capacity
                 )
@@ -503,6 +528,7 @@ class Reconciler:
             pruned=result.pruned,
             status_writes=result.status_writes,
             boosts=result.boosts_written,
+            lanes=result.lanes_written,
             handed_over=result.handed_over,
             kept=len(result.kept),
             invalid=list(result.invalid),
@@ -743,6 +769,84 @@ class Reconciler:
         refused = len(done) - writes
         self._boosts_settled = settled if not writes and not refused else None
         return writes
+
+    def _apply_lanes(self, observed: Observed, capacity: CapacityPlan) -> int:
+        """Each lane of the plan onto its Workload, while Kueue has reserved it no quota.
+
+        The plan lanes only pending workloads whose owner chose no capacity type; the patch
+        (`controller.reconcile.lanes.lane_patch`) checks again on the object itself, quota
+        reserved included (Kueue reserves before it admits), and guards on the version it
+        was built from. A lane is never taken off: an admitted workload keeps what Kueue
+        admitted it on, and one still waiting keeps its lane (the plan keeps it too).
+        A 409 or 422 is the Workload changing under the write (Kueue reserving quota, most
+        often): logged, and the next pass decides on the new version.
+        """
+        settled = (observed.workloads, capacity.lanes)
+        if not capacity.lanes or (
+            self._lanes_settled is not None and self._lanes_settled == settled
+        ):
+            return 0
+        live = {
+            key: workload
+            for workload in observed.workloads
+            if (key := (workload["metadata"].get("namespace", ""), workload["metadata"]["name"]))
+            in capacity.lanes
+        }
+        self._lanes_refused = {
+            key: version
+            for key, version in self._lanes_refused.items()
+            if key in live and live[key]["metadata"].get("resourceVersion") == version
+        }
+        writes: list[tuple[KubeObject, Lane, list[dict[str, Any]]]] = []
+        for key, workload in live.items():
+            if key in self._lanes_refused:
+                continue
+            patch = lane_patch(workload, capacity.lanes[key])
+            if patch is not None:
+                writes.append((workload, capacity.lanes[key], patch))
+
+        def write(item: tuple[KubeObject, Lane, list[dict[str, Any]]]) -> bool:
+            """One patch; False when the server refused it (logged, not sent again at this
+            version)."""
+            workload, lane, patch = item
+            meta = workload["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            shown = f"{key[0]}/{key[1]}"
+            self._guard()
+            try:
+                written = self.client.json_patch(
+                    kinds.WORKLOAD,
+                    meta["name"],
+                    meta.get("namespace"),
+                    patch,
+                    field_manager=names.LANE_FIELD_MANAGER,
+                )
+            except KubeError as exc:
+                if exc.status in {409, 422}:
+                    log.info("lane_not_written", workload=shown, error=str(exc)[:200])
+                elif exc.retryable:
+                    raise
+                else:
+                    log.warning("lane_refused", workload=shown, error=str(exc)[:200])
+                self._lanes_refused[key] = str(meta.get("resourceVersion"))
+                return False
+            self._recorded(kinds.WORKLOAD, written)
+            log.info("lane_written", workload=shown, lane=lane.capacity_type, reason=lane.reason)
+            if self.metrics is not None:
+                self.metrics.lane_written(self._lane_projects.get(key, ""), lane.capacity_type)
+            if self.events is not None:
+                self.events.emit(
+                    written or workload,
+                    type="Normal",
+                    reason="OnDemandLane" if lane.capacity_type == names.ON_DEMAND else "SpotLane",
+                    action="Patch",
+                    note=lane.reason,
+                )
+            return True
+
+        done = self.writes.map(writes, write)
+        self._lanes_settled = settled if not writes else None
+        return sum(done)
 
     def _apply(self, obj: KubeObject) -> None:
         kind = kinds.kind_of(obj)

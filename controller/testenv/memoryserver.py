@@ -1,7 +1,8 @@
 """An in-memory stand-in for the API server, for passes measured or checked without one.
 
 A fake, said so wherever it is used: it keeps each object as applied under a new
-resourceVersion, a status apart from the rest, a priority boost as an annotation merge, and
+resourceVersion, a status apart from the rest, a priority boost as an annotation merge, a
+lane's JSON Patch (its `test` and `add` operations, the only ones the controller sends), and
 hands out snapshots in the controller cache's form. That is all a pass needs from a server to
 show what it derives again, what it keeps and what it writes; that a real server accepts the
 writes is the integration tests' part.
@@ -15,6 +16,7 @@ from typing import Any
 
 from controller.kube import kinds
 from controller.kube.cache import Observed
+from controller.kube.client import KubeError
 
 Object = dict[str, Any]
 
@@ -53,6 +55,36 @@ class MemoryServer:
             new = copy.deepcopy(obj)
             if current is not None and "status" in current:
                 new["status"] = current["status"]
+        return self.put(new)
+
+    def json_patch(
+        self,
+        kind: kinds.Kind,
+        name: str,
+        namespace: str | None,
+        patch: list[Object],
+        **_: Any,
+    ) -> Object:
+        """`test` and `add` (RFC 6902), all or nothing; a failed test is the server's 422."""
+        self.writes.append((kind.kind, name))
+        current = self.objects.get((kind.kind, namespace or "", name))
+        if current is None:
+            raise KubeError(f"{kind.kind} {name} not found", status=404)
+        new = copy.deepcopy(current)
+        for op in patch:
+            *parents, last = [
+                t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]
+            ]
+            target: Any = new
+            for token in parents:
+                target = target[int(token)] if isinstance(target, list) else target[token]
+            if op["op"] == "test":
+                if target.get(last) != op["value"]:
+                    raise KubeError(f"test of {op['path']} failed", status=422, reason="Invalid")
+            elif op["op"] == "add":
+                target[last] = copy.deepcopy(op["value"])
+            else:
+                raise ValueError(f"operation {op['op']!r} is not kept by this fake")
         return self.put(new)
 
     def create(self, kind: kinds.Kind, obj: Object) -> Object:

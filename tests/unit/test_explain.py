@@ -382,3 +382,62 @@ def test_a_status_it_cannot_fully_read(
         assert line in lines
     for fragment in unwanted:
         assert fragment not in text
+
+
+def lane_workload(
+    name: str,
+    *,
+    queue: str = "vision",
+    lane: str | None = "on-demand",
+    reason: str = "spot needs 44340s, on-demand 39900s",
+    conditions: tuple[str, ...] = (),
+) -> Doc:
+    annotations = {"quartermaster.dev/expected-duration-seconds": "27000"}
+    if lane is not None:
+        annotations |= {"quartermaster.dev/lane": lane, "quartermaster.dev/lane-reason": reason}
+    return {
+        "metadata": {"namespace": "vision", "name": name, "annotations": annotations},
+        "spec": {"queueName": queue},
+        "status": {"conditions": [{"type": c, "status": "True"} for c in conditions]},
+    }
+
+
+LANE_CASES = {
+    "a waiting workload in a lane, with its reason": (
+        [lane_workload("cvpr-2")],
+        [
+            "Lanes (1 workload(s) put on a capacity type by the controller):",
+            "  WORKLOAD       LANE       STATE    WHY",
+            "  vision/cvpr-2  on-demand  waiting  spot needs 44340s, on-demand 39900s",
+        ],
+    ),
+    "admitted ones too, sorted; finished, unlaned and other queues' left out": (
+        [
+            lane_workload("cvpr-9", conditions=("QuotaReserved", "Admitted")),
+            lane_workload("cvpr-1", reason="r"),
+            lane_workload("done", conditions=("Admitted", "Finished")),
+            lane_workload("plain", lane=None),
+            lane_workload("other", queue="nlp-eval"),
+        ],
+        [
+            "Lanes (2 workload(s) put on a capacity type by the controller):",
+            "  WORKLOAD       LANE       STATE     WHY",
+            "  vision/cvpr-1  on-demand  waiting   r",
+            "  vision/cvpr-9  on-demand  admitted  spot needs 44340s, on-demand 39900s",
+        ],
+    ),
+    "none: no section": ([lane_workload("plain", lane=None)], []),
+}
+
+
+@pytest.mark.parametrize(("workloads", "want"), LANE_CASES.values(), ids=LANE_CASES.keys())
+def test_lanes_of_the_project(workloads: list[Doc], want: list[str]) -> None:
+    text = format_explanation(PROJECT, POLICY, EVENTS, workloads)
+    lines = text.splitlines()
+    if want:
+        start = lines.index(want[0])
+        assert lines[start : start + len(want)] == want
+        assert lines[start - 1] == "", "a section of its own"
+    else:
+        assert "Lanes (" not in text
+        assert text == format_explanation(PROJECT, POLICY, EVENTS)

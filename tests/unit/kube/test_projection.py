@@ -8,13 +8,24 @@ from typing import Any
 
 import pytest
 
+from controller import names
+from controller.decide.lanes import Lane
 from controller.kube import kinds
 from controller.kube.cache import Source, Store
 from controller.kube.projection import workload_as_kept
+from controller.reconcile.lanes import lane_patch
 from controller.reconcile.reconciler import queues_in_use
 from controller.risk.workloads import workload_view
 
 GPU = frozenset({"nvidia.com/gpu"})
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED_ZONE = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["us-east-1a"]}]}
+    ]
+}
+PREFERRED_TERM = {"matchExpressions": [{"key": "gen", "operator": "In", "values": ["a100"]}]}
+LANE = Lane(names.ON_DEMAND, "deadline too close for spot", 7200.0, 3600.0)
 
 
 def container(name: str, gpus: Any, *, cpu: str = "8") -> dict[str, Any]:
@@ -83,6 +94,19 @@ def kueue_workload() -> dict[str, Any]:
                             ],
                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
                             "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
+                            "affinity": {
+                                "nodeAffinity": {
+                                    REQUIRED: REQUIRED_ZONE,
+                                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                                        {"weight": 1, "preference": PREFERRED_TERM}
+                                    ],
+                                },
+                                "podAntiAffinity": {
+                                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                                        {"weight": 1, "podAffinityTerm": {"topologyKey": "h"}}
+                                    ]
+                                },
+                            },
                         }
                     },
                 },
@@ -128,6 +152,23 @@ def with_pod_sets(pod_sets: Any) -> dict[str, Any]:
     return workload
 
 
+def pending(workload: dict[str, Any]) -> dict[str, Any]:
+    """The Workload before Kueue reserved it quota: the lane patch has something to say."""
+    workload = copy.deepcopy(workload)
+    del workload["status"]
+    return workload
+
+
+def worker_spec(**fields: Any) -> dict[str, Any]:
+    """A pending Workload whose workers' template spec has these fields beside a container."""
+    workload = pending(kueue_workload())
+    workload["spec"]["podSets"][1]["template"]["spec"] = {
+        "containers": [container("trainer", 8)],
+        **fields,
+    }
+    return workload
+
+
 SHAPES = {
     "as Kueue makes it": kueue_workload(),
     "no spec": with_spec(None),
@@ -149,6 +190,33 @@ SHAPES = {
     "a count that is not a number": with_pod_sets(
         [{"name": "w", "count": "2", "template": {"spec": {"containers": [container("t", 2)]}}}]
     ),
+    "pending, selecting spot": pending(kueue_workload()),
+    "pending, no node selection": worker_spec(),
+    "pending, a node selector without the capacity type": worker_spec(nodeSelector={"a": "b"}),
+    "a node selector that is null": worker_spec(nodeSelector=None),
+    "a node selector that is not a map": worker_spec(nodeSelector=["spot"]),
+    "an affinity that is not a map": worker_spec(affinity="anywhere"),
+    "a node affinity that is not a map": worker_spec(affinity={"nodeAffinity": 3}),
+    "only a pod affinity": worker_spec(affinity={"podAffinity": {}}),
+    "a required affinity on the capacity type": worker_spec(
+        affinity={
+            "nodeAffinity": {
+                REQUIRED: {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": names.CAPACITY_TYPE_LABEL,
+                                    "operator": "In",
+                                    "values": ["on-demand"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    ),
 }
 
 
@@ -158,6 +226,8 @@ def test_every_reader_answers_on_the_kept_workload_as_on_the_whole(whole: dict[s
     assert workload_view(kept, GPU) == workload_view(whole, GPU)
     local_queues = [{"metadata": {"namespace": "vision", "name": "vision"}, "spec": {}}]
     assert queues_in_use([kept], local_queues) == queues_in_use([whole], local_queues)
+    # A lane's patch is built from the kept Workload and must be the one the whole would get.
+    assert lane_patch(kept, LANE) == lane_patch(whole, LANE)
     # The boosts and the finished test read metadata and status, kept whole.
     assert kept["metadata"] == whole["metadata"]
     assert kept.get("status") == whole.get("status")
@@ -181,7 +251,10 @@ def test_the_pod_templates_are_cut_to_each_containers_resources() -> None:
                 "containers": [
                     {"name": "trainer", "resources": container("trainer", 8)["resources"]},
                     {"name": "sidecar", "resources": container("sidecar", "1")["resources"]},
-                ]
+                ],
+                # What selects a capacity type; the preferred and pod affinities are cut.
+                "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
+                "affinity": {"nodeAffinity": {REQUIRED: REQUIRED_ZONE}},
             }
         },
     }

@@ -123,7 +123,7 @@ def test_a_pass_names_the_seconds_of_its_phases() -> None:
     """The `reconciled` line says where a pass went: every phase, in the order it ran."""
     store, reconciler, _ = world()
     result = reconciler.reconcile(store.snapshot())
-    assert list(result.phases) == ["decide", "converge", "boosts", "statuses"]
+    assert list(result.phases) == ["decide", "converge", "lanes", "boosts", "statuses"]
     assert all(seconds >= 0 for seconds in result.phases.values())
     assert result.boosts_written == 4
     assert result.writes >= result.boosts_written + result.status_writes
