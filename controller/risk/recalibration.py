@@ -546,3 +546,54 @@ def fit_by_tier(judged: Sequence[Judged], *, strength: float = STRENGTH) -> Reca
         for tier, items in by_tier(judged).items()
     }
     return Recalibration(pooled=pooled, tiers=tiers)
+
+
+# -- the report `quartermaster calibration` prints -------------------------------------------------
+
+
+def judged_from_document(data: Any) -> list[Judged]:
+    """Judged estimates from a JSON document: a list of them, or an `OutcomeLedger` summary
+    (its `judged`). Raises ValueError for anything else."""
+    if isinstance(data, list):
+        return read_judged(data)
+    if isinstance(data, Mapping) and isinstance(data.get("judged"), list):
+        return read_judged(data["judged"])
+    raise ValueError("expected a list of judged estimates or an outcome ledger's summary")
+
+
+def _padded(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def format_report(judged: Sequence[Judged], *, since: float, until: float) -> str:
+    """The reliability table, Brier score and judged counts of the estimates whose deadline
+    resolved in [since, until]: all tiers, then each tier. The risks are the raw ones the
+    controller estimated (what the recalibration learns from)."""
+    window = [j for j in judged if since <= j.resolved_at <= until]
+    days = (until - since) / 86_400
+    lines = [f"Deadline risk calibration, deadlines resolved in the last {days:g} days"]
+    if not window:
+        lines.append("no judged estimates in that window")
+        return "\n".join(lines) + "\n"
+    groups = [
+        ("all tiers", window),
+        *((f"tier {t}", items) for t, items in by_tier(window).items()),
+    ]
+    for name, items in groups:
+        result = calibrate(items)
+        deadlines = len({j.deadline_id for j in items})
+        missed = len({j.deadline_id for j in items if j.missed})
+        lines += [
+            "",
+            f"{name}: {deadlines:,} deadlines judged ({missed:,} missed); {describe(result)}",
+            *_padded([[*RELIABILITY_HEADER, JUDGED_HEADER], *reliability_rows(result)]),
+        ]
+    return "\n".join(lines) + "\n"
