@@ -82,9 +82,10 @@ docs: setup ## build the docs site into site/ (MkDocs + Material), after checkin
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml
 
-bench: setup ## policy, risk and decision speed at 1,000 projects; reconcile at 500 on a real API server
+bench: setup ## policy, risk, runtime learning and decision speed at 1,000 projects; reconcile at 500 on a real API server
 	$(PY) bench/bench_policy.py
 	$(PY) bench/bench_risk.py
+	$(PY) bench/bench_learning.py
 	$(PY) bench/bench_decide.py
 	$(PY) bench/bench_pass.py
 	$(PY) bench/bench_reconcile.py

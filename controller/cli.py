@@ -15,6 +15,7 @@ something would change).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import signal
@@ -43,6 +44,7 @@ from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
+from controller.risk import recalibration
 from controller.sim import run as sim_run
 from controller.sim.assign import DEADLINE_FROM, AssignmentRule
 from controller.sim.engine import BASELINES
@@ -372,6 +374,29 @@ def _jobs(value: str) -> int:
     return int(value)
 
 
+def cmd_calibration(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """How good the deadline risks were: see controller.risk.recalibration.format_report."""
+    try:
+        with open(args.source, encoding="utf-8") as file:
+            judged = recalibration.judged_from_document(json.load(file))
+    except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        print(f"calibration: {args.source}: {exc}", file=err)
+        return EXIT_INVALID
+    until = args.now().timestamp()
+    out.write(recalibration.format_report(judged, since=until - args.days * 86_400, until=until))
+    return EXIT_OK
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        days = math.nan
+    if not (math.isfinite(days) and days > 0):
+        raise argparse.ArgumentTypeError(f"invalid days {value!r}: expected a number > 0")
+    return days
+
+
 def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Replay a trace through the policy and the baselines; see controller.sim.run."""
     try:
@@ -416,6 +441,49 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"simulate: {exc}", file=err)
         return EXIT_INVALID
     return EXIT_OK
+
+
+def add_explain_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """`quartermaster explain PROJECT` (apart, so that `build_parser` stays readable)."""
+    explain = commands.add_parser(
+        "explain", help="a project's deadline risks and the decisions behind its mix"
+    )
+    explain.add_argument("project", help="TrainingProject name")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    explain.add_argument("--context", help="kubeconfig context")
+    explain.add_argument(
+        "--events-namespace",
+        default="default",
+        help="where Events about cluster-scoped objects live (default %(default)s)",
+    )
+    explain.set_defaults(handler=cmd_explain)
+
+
+def add_calibration_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """`quartermaster calibration` (apart, so that `build_parser` stays readable)."""
+    calibration = commands.add_parser(
+        "calibration",
+        help="how good the deadline risks were: reliability table, Brier score, judged count",
+        description="The reliability table per tier, Brier score and number of judged "
+        "deadlines over the last N days. Reads judged estimates from a JSON file (a list of "
+        "{deadline, tier, risk, at, missed, resolvedAt}, or an outcome ledger's summary) until "
+        "the controller keeps them on the cluster.",
+    )
+    calibration.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="FILE",
+        help="JSON file of judged estimates",
+    )
+    calibration.add_argument(
+        "--days", type=_days, default=7.0, help="deadlines resolved in the last N days (7)"
+    )
+    calibration.set_defaults(handler=cmd_calibration)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -476,18 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_arguments(plan)
     plan.set_defaults(handler=cmd_plan)
 
-    explain = commands.add_parser(
-        "explain", help="a project's deadline risks and the decisions behind its mix"
-    )
-    explain.add_argument("project", help="TrainingProject name")
-    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
-    explain.add_argument("--context", help="kubeconfig context")
-    explain.add_argument(
-        "--events-namespace",
-        default="default",
-        help="where Events about cluster-scoped objects live (default %(default)s)",
-    )
-    explain.set_defaults(handler=cmd_explain)
+    add_explain_command(commands)
+
+    add_calibration_command(commands)
 
     run = commands.add_parser("run", help="run the controller")
     cluster_arguments(run)

@@ -26,6 +26,7 @@ from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline, PoolQuota, TrainingProject
 from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
+from controller.risk.learning import RuntimeLearner
 from controller.risk.pools import PoolStats
 from controller.risk.urgency import urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
@@ -63,6 +64,10 @@ class Snapshot:
     deadline_first: bool = False
     """Whether the controller boosts waiting work by urgency (`priorityBoost`), so that Kueue
     admits a queue's tightest deadlines first: the model then queues them first too."""
+    runtimes: RuntimeLearner | None = None
+    """Runtimes learned from finished work (`controller.risk.learning`): when given, a
+    workload's runtime is the learned distribution for its project and queue, which with no
+    history is exactly the declared or prior one below. None: the fixed spreads alone."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,8 @@ def _as_jobs(
         total, sigma = snapshot.median_runtime[project], SIGMA_HISTORY
     else:
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
+    if snapshot.runtimes is not None:
+        total, sigma = _learned(snapshot.runtimes, workload, project, total, sigma)
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
     if workload.pods_waiting and workload.admitted_at is not None:
         waited = max(snapshot.now - workload.admitted_at, 0.0)
@@ -168,6 +175,21 @@ def _as_jobs(
     fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
     # Straight to the tuple: a pass makes two per workload, and `Job(...)` costs a call more.
     return _new_job(Job, (*fields, False)), _new_job(Job, (*fields, True))
+
+
+def _learned(
+    runtimes: RuntimeLearner, workload: WorkloadView, project: str, total: float, sigma: float
+) -> tuple[float, float]:
+    """(mean, sigma) of the workload's runtime learned from its project's finished work, the
+    declared or prior (`total`, `sigma`) shrunk toward what that work showed."""
+    queue = workload.queue or None
+    if workload.expected_duration is not None:
+        learned = runtimes.declared(project, total, queue=queue, prior_sigma=sigma)
+    else:
+        learned = runtimes.undeclared(
+            project, queue=queue, prior_mean_seconds=total, prior_sigma=sigma
+        )
+    return learned.mean_seconds, learned.sigma
 
 
 def _ordered(

@@ -114,3 +114,31 @@ def test_a_deadline_whose_work_waits_for_its_pods_is_at_more_risk() -> None:
     assert unreported < 0.01
     assert unreported <= ready < waiting
     assert waiting > 0.2
+
+
+def test_learned_runtimes_with_no_history_change_nothing() -> None:
+    """An empty learner gives the declared runtime and spread back exactly."""
+    from controller.risk.learning import RuntimeLearner  # noqa: PLC0415
+
+    view = train()
+    plain = _as_jobs(view, snapshot(view), PROJECT, float(LATENCY))
+    learned = _as_jobs(
+        view, replace(snapshot(view), runtimes=RuntimeLearner()), PROJECT, float(LATENCY)
+    )
+    assert learned == plain
+
+
+def test_a_project_that_runs_twice_its_declaration_is_modelled_so() -> None:
+    """Its finished work ran 2x (no shrinkage, no spread): two hours declared become four, of
+    which one has run: three left, at spread 0."""
+    from controller.risk.learning import FinishedRun, RuntimeLearner  # noqa: PLC0415
+
+    learner = RuntimeLearner(pseudo_count_declared=0.0)
+    for i in range(20):
+        learner.observe(
+            FinishedRun(f"ns/w{i}", PROJECT, float(i), 4 * HOUR, declared_seconds=2 * HOUR)
+        )
+    view = train()
+    _, counting = _as_jobs(view, replace(snapshot(view), runtimes=learner), PROJECT, float(LATENCY))
+    assert counting.mean_seconds == pytest.approx(3 * HOUR, rel=1e-5)
+    assert counting.sigma == 0.0

@@ -1,0 +1,599 @@
+"""Whether the deadline risks mean what they say, and a correction learned from the outcomes.
+
+A risk of 0.4 should mean that four in ten such deadlines are missed: teams page on it and the
+policy acts on it. The model's risks do not mean that out of the box (replays found it
+optimistic with declared runtimes, and a real cluster's trace found it pessimistic by up to
+0.6), and a correction tuned on one replay is tuned to that replay. So the controller judges
+its own estimates on its own cluster:
+
+1. **Judged once.** Every estimate of a deadline is recorded (`RiskEstimate`: deadline id, tier,
+   predicted risk, when) in an `OutcomeLedger`. When the deadline resolves (met: all its work
+   finished in time, which may be before the cutoff; missed: the cutoff passed first) its
+   pending estimates are joined with the outcome (`Judged`), once: a second resolution of the
+   same deadline, or an estimate recorded after it, counts nothing. A deadline id names one
+   occurrence (`deadline_id`: project, deadline and cutoff), so each cutoff of a schedule is
+   judged on its own. Estimates are thinned to one per `MIN_INTERVAL_SECONDS` per deadline:
+   a pass every few seconds would otherwise weigh a week-long deadline by the thousands.
+2. **Reliability table and Brier score** (`calibrate`): the judged pairs binned by predicted
+   risk into deciles [0, 0.1), ..., [0.9, 1.0]; per decile the count, mean predicted, observed
+   miss frequency and their difference; the Brier score; the largest deviation over deciles
+   with at least `MIN_ESTIMATES` estimates. One function for the controller and the replay
+   (it takes anything with `risk` and `missed`, the replay's `RiskRecord` included), so the
+   two print the same table.
+3. **Monotone recalibration** (`fit_recalibration`, `fit_by_tier`): isotonic regression by
+   pool-adjacent-violators of outcome on predicted risk, so a higher raw risk never maps to a
+   lower calibrated one (an alert threshold keeps its order); applied by linear interpolation
+   between the pooled blocks and held constant beyond the end ones. Isotonic rather than
+   logistic because the errors measured are not one slope and offset (pessimistic at one end,
+   optimistic at the other on different traces). It is shrunk toward the identity while
+   evidence is thin: calibrated = w iso(r) + (1 - w) r, w = n / (n + k), with n the number of
+   distinct deadlines judged (not estimates: a deadline's estimates share one outcome, so
+   they are one piece of evidence, not hundreds) and k = `STRENGTH`. Per tier, the tier's map
+   is shrunk the same way toward the map of all tiers, so a tier with few deadlines borrows
+   from the rest before falling back to the raw risk.
+
+Pure: plain values in, plain values out; the ledger mutates only itself and reads no clock
+(times come with the estimates and outcomes).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DECILES = 10
+MIN_ESTIMATES = 100
+"""A decile is judged (counts toward `Calibration.max_deviation`) from this many estimates: with
+100 one standard error of an observed frequency of 0.5 is 0.05."""
+_EDGES = tuple(k / DECILES for k in range(1, DECILES))
+"""The inner bin edges 0.1 ... 0.9, each the float nearest k/10."""
+
+STRENGTH = 20.0
+"""Deadlines judged at which the learned map and the identity weigh the same."""
+MIN_INTERVAL_SECONDS = 900.0
+"""At most one estimate per deadline is recorded per this much time."""
+MAX_PER_DEADLINE = 256
+"""Estimates pending per deadline, at most: beyond it every second one is dropped and that
+deadline's interval doubles (a deadline months away still leaves an even record)."""
+MAX_PENDING_DEADLINES = 20_000
+"""Deadlines with pending estimates, at most; the least recently estimated are dropped."""
+MAX_RESOLVED = 50_000
+"""Resolved deadline ids remembered, so that a second resolution counts nothing."""
+MAX_JUDGED = 100_000
+"""Judged estimates kept (the oldest go first): a few days of 1,000 deadlines."""
+
+
+class Scored(Protocol):
+    """An estimate with its outcome: the controller's `Judged`, the replay's `RiskRecord`."""
+
+    @property
+    def risk(self) -> float: ...
+
+    @property
+    def missed(self) -> bool: ...
+
+
+# -- the reliability table and Brier score ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decile:
+    """One bin of predicted risk, [low, high) (the last one [0.9, 1.0])."""
+
+    low: float
+    high: float
+    count: int
+    mean_predicted: float | None
+    """None when the bin is empty."""
+    observed: float | None
+    """The share of its estimates whose deadline was missed; None when empty."""
+
+    @property
+    def deviation(self) -> float | None:
+        """observed - mean predicted: positive when the risk was understated."""
+        if self.mean_predicted is None or self.observed is None:
+            return None
+        return self.observed - self.mean_predicted
+
+    @property
+    def label(self) -> str:
+        closing = "]" if self.high >= 1.0 else ")"
+        return f"[{self.low:.1f}, {self.high:.1f}{closing}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The reliability table and Brier score of a set of judged estimates."""
+
+    count: int
+    missed: int
+    """Estimates whose deadline was missed."""
+    brier: float | None
+    """None when there are no estimates."""
+    deciles: tuple[Decile, ...]
+
+    def judged(self, min_count: int = MIN_ESTIMATES) -> tuple[Decile, ...]:
+        """The deciles holding at least `min_count` estimates."""
+        return tuple(d for d in self.deciles if d.count >= min_count)
+
+    def max_deviation(self, min_count: int = MIN_ESTIMATES) -> float | None:
+        """The largest |observed - predicted| over the judged deciles; None when none is."""
+        deviations = [abs(d.deviation) for d in self.judged(min_count) if d.deviation is not None]
+        return max(deviations, default=None)
+
+
+def decile_of(risk: float) -> int:
+    """The index (0-9) of the decile `risk` falls in: [k/10, (k+1)/10), and 1.0 in the last.
+
+    Raises ValueError for a risk outside [0, 1] or not a number.
+    """
+    if not 0.0 <= risk <= 1.0:  # NaN fails this too
+        raise ValueError(f"a risk is a probability in [0, 1], got {risk!r}")
+    return bisect_right(_EDGES, risk)
+
+
+def calibrate(records: Iterable[Scored]) -> Calibration:
+    """The reliability table and Brier score of `records` (1 for a miss, 0 for a hit).
+
+    Raises ValueError naming the record's position when a risk is outside [0, 1].
+    """
+    counts = [0] * DECILES
+    predicted = [0.0] * DECILES
+    misses = [0] * DECILES
+    squared = 0.0
+    total = missed = 0
+    for position, record in enumerate(records):
+        try:
+            index = decile_of(record.risk)
+        except ValueError as exc:
+            raise ValueError(f"estimate {position}: {exc}") from None
+        outcome = 1.0 if record.missed else 0.0
+        counts[index] += 1
+        predicted[index] += record.risk
+        misses[index] += bool(record.missed)
+        squared += (record.risk - outcome) ** 2
+        total += 1
+        missed += bool(record.missed)
+    deciles = tuple(
+        Decile(
+            low=k / DECILES,
+            high=(k + 1) / DECILES,
+            count=counts[k],
+            mean_predicted=predicted[k] / counts[k] if counts[k] else None,
+            observed=misses[k] / counts[k] if counts[k] else None,
+        )
+        for k in range(DECILES)
+    )
+    return Calibration(
+        count=total, missed=missed, brier=squared / total if total else None, deciles=deciles
+    )
+
+
+def calibration_document(calibration: Calibration) -> dict[str, Any]:
+    """A JSON view: the table, the Brier score and the largest judged deviation."""
+    return {
+        "estimates": calibration.count,
+        "missed": calibration.missed,
+        "brier_score": calibration.brier,
+        "min_estimates_judged": MIN_ESTIMATES,
+        "max_abs_deviation_judged": calibration.max_deviation(),
+        "deciles": [
+            {
+                "range": d.label,
+                "count": d.count,
+                "mean_predicted": d.mean_predicted,
+                "observed": d.observed,
+                "deviation": d.deviation,
+            }
+            for d in calibration.deciles
+        ],
+    }
+
+
+RELIABILITY_HEADER = ("predicted risk", "estimates", "mean predicted", "observed", "deviation")
+JUDGED_HEADER = f">= {MIN_ESTIMATES} estimates"
+
+
+def _fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _brier(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def reliability_rows(calibration: Calibration) -> list[list[str]]:
+    """The reliability table's cells (`RELIABILITY_HEADER`, then whether judged)."""
+    return [
+        [
+            d.label,
+            f"{d.count:,}",
+            _fraction(d.mean_predicted),
+            _fraction(d.observed),
+            _signed(d.deviation),
+            "yes" if d.count >= MIN_ESTIMATES else "no",
+        ]
+        for d in calibration.deciles
+    ]
+
+
+def describe(calibration: Calibration) -> str:
+    """One line: estimates, Brier score, largest judged deviation."""
+    if calibration.count == 0:
+        return "no risk estimates"
+    worst = calibration.max_deviation()
+    judged = len(calibration.judged())
+    worst_text = (
+        f"no decile holds {MIN_ESTIMATES} estimates"
+        if worst is None
+        else f"largest |observed - predicted| {worst:.3f} over the {judged} deciles with "
+        f">= {MIN_ESTIMATES} estimates"
+    )
+    return (
+        f"{calibration.count:,} estimates ({calibration.missed:,} for deadlines then missed), "
+        f"Brier score {_brier(calibration.brier)}, {worst_text}"
+    )
+
+
+# -- estimates judged once -------------------------------------------------------------------------
+
+
+def deadline_id(project: str, deadline: str, cutoff: float) -> str:
+    """One occurrence of a deadline: a schedule's every cutoff is judged on its own."""
+    return f"{project}/{deadline}@{cutoff:.0f}"
+
+
+@dataclass(frozen=True)
+class RiskEstimate:
+    deadline_id: str
+    tier: str
+    risk: float
+    at: float
+    """When it was estimated (epoch seconds)."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """An estimate joined with its deadline's outcome."""
+
+    deadline_id: str
+    tier: str
+    risk: float
+    at: float
+    missed: bool
+    resolved_at: float
+
+
+@dataclass
+class _Pending:
+    estimates: list[RiskEstimate] = field(default_factory=list)
+    interval: float = MIN_INTERVAL_SECONDS
+
+
+class OutcomeLedger:
+    """Estimates waiting for their deadline, and the judged ones; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        min_interval: float = MIN_INTERVAL_SECONDS,
+        max_per_deadline: int = MAX_PER_DEADLINE,
+        max_judged: int = MAX_JUDGED,
+    ) -> None:
+        self.min_interval = min_interval
+        self.max_per_deadline = max(max_per_deadline, 2)
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._resolved: OrderedDict[str, bool] = OrderedDict()
+        self.judged: deque[Judged] = deque(maxlen=max_judged)
+
+    def record(self, estimate: RiskEstimate) -> bool:
+        """Keep `estimate` for judging: True when kept, False when its deadline was resolved
+        already, its risk is not a probability, or another of the deadline's estimates was
+        kept less than the interval before it."""
+        if estimate.deadline_id in self._resolved or not 0.0 <= estimate.risk <= 1.0:
+            return False
+        pending = self._pending.get(estimate.deadline_id)
+        if pending is None:
+            pending = self._pending[estimate.deadline_id] = _Pending(interval=self.min_interval)
+            if len(self._pending) > MAX_PENDING_DEADLINES:
+                self._pending.popitem(last=False)
+        else:
+            self._pending.move_to_end(estimate.deadline_id)
+            if estimate.at < pending.estimates[-1].at + pending.interval:
+                return False
+        pending.estimates.append(estimate)
+        if len(pending.estimates) > self.max_per_deadline:
+            pending.estimates = pending.estimates[::2]
+            pending.interval *= 2
+        return True
+
+    def resolve(self, deadline_id: str, *, missed: bool, at: float) -> tuple[Judged, ...]:
+        """Judge the deadline's pending estimates with its outcome, once: a deadline resolved
+        before gives nothing (and so does one never estimated)."""
+        if deadline_id in self._resolved:
+            return ()
+        self._resolved[deadline_id] = missed
+        if len(self._resolved) > MAX_RESOLVED:
+            self._resolved.popitem(last=False)
+        pending = self._pending.pop(deadline_id, None)
+        if pending is None:
+            return ()
+        judged = tuple(
+            Judged(e.deadline_id, e.tier, e.risk, e.at, missed, at) for e in pending.estimates
+        )
+        self.judged.extend(judged)
+        return judged
+
+    def pending_count(self) -> int:
+        return sum(len(p.estimates) for p in self._pending.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able summary: pending estimates, resolved ids, judged estimates."""
+        return {
+            "version": 1,
+            "pending": {
+                d: {
+                    "interval": p.interval,
+                    "estimates": [[e.tier, e.risk, e.at] for e in p.estimates],
+                }
+                for d, p in self._pending.items()
+            },
+            "resolved": dict(self._resolved),
+            "judged": [judged_document(j) for j in self.judged],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OutcomeLedger:
+        """The ledger `to_dict` summarised. Raises ValueError for one it cannot read."""
+        if data.get("version") != 1:
+            raise ValueError(f"unknown outcome ledger version {data.get('version')!r}")
+        ledger = cls()
+        try:
+            for d, p in dict(data.get("pending", {})).items():
+                ledger._pending[str(d)] = _Pending(
+                    estimates=[
+                        RiskEstimate(str(d), str(tier), float(risk), float(at))
+                        for tier, risk, at in p["estimates"]
+                    ],
+                    interval=float(p["interval"]),
+                )
+            ledger._resolved = OrderedDict(
+                (str(d), bool(m)) for d, m in dict(data.get("resolved", {})).items()
+            )
+            ledger.judged.extend(read_judged(data.get("judged", [])))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"unreadable outcome ledger: {exc!r}") from None
+        return ledger
+
+
+def judged_document(judged: Judged) -> dict[str, Any]:
+    """One judged estimate as JSON (what `quartermaster calibration --from` reads)."""
+    return {
+        "deadline": judged.deadline_id,
+        "tier": judged.tier,
+        "risk": judged.risk,
+        "at": judged.at,
+        "missed": judged.missed,
+        "resolvedAt": judged.resolved_at,
+    }
+
+
+def read_judged(items: Iterable[Any]) -> list[Judged]:
+    """Judged estimates from their JSON documents. Raises ValueError naming the first one that
+    cannot be read (a risk outside [0, 1], a field missing or of the wrong type)."""
+    out = []
+    for position, item in enumerate(items):
+        try:
+            risk = float(item["risk"])
+            if not 0.0 <= risk <= 1.0:
+                raise ValueError(f"risk {risk!r} outside [0, 1]")
+            missed = item["missed"]
+            if not isinstance(missed, bool):
+                raise ValueError(f"missed is {missed!r}, not true or false")
+            out.append(
+                Judged(
+                    deadline_id=str(item["deadline"]),
+                    tier=str(item.get("tier") or ""),
+                    risk=risk,
+                    at=float(item["at"]),
+                    missed=missed,
+                    resolved_at=float(item.get("resolvedAt", item["at"])),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"judged estimate {position}: {exc}") from None
+    return out
+
+
+def resolved_since(judged: Iterable[Judged], since: float) -> list[Judged]:
+    """The estimates whose deadline resolved at or after `since` (the last N days)."""
+    return [j for j in judged if j.resolved_at >= since]
+
+
+def by_tier(judged: Iterable[Judged]) -> dict[str, list[Judged]]:
+    tiers: dict[str, list[Judged]] = {}
+    for j in judged:
+        tiers.setdefault(j.tier, []).append(j)
+    return dict(sorted(tiers.items()))
+
+
+# -- the monotone recalibration --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """Points pooled by pool-adjacent-violators: their weighted mean x and y, and weight."""
+
+    x: float
+    y: float
+    weight: float
+
+
+def pool_adjacent_violators(points: Iterable[tuple[float, float, float]]) -> tuple[Block, ...]:
+    """Isotonic (non-decreasing) regression of y on x with weights: (x, y, weight) in, the
+    pooled blocks out in increasing x, their y non-decreasing. Points of equal x are pooled
+    first (a step function cannot give one x two values). Zero or negative weights are
+    ignored."""
+    merged: dict[float, list[float]] = {}
+    for x, y, w in points:
+        if w > 0:
+            held = merged.setdefault(x, [0.0, 0.0])
+            held[0] += w * y
+            held[1] += w
+    stack: list[list[float]] = []  # [sum w x, sum w y, sum w]
+    for x in sorted(merged):
+        wy, w = merged[x]
+        stack.append([w * x, wy, w])
+        while len(stack) > 1 and stack[-2][1] / stack[-2][2] > stack[-1][1] / stack[-1][2]:
+            top = stack.pop()
+            for i in range(3):
+                stack[-1][i] += top[i]
+    return tuple(Block(x=wx / w, y=wy / w, weight=w) for wx, wy, w in stack)
+
+
+@dataclass(frozen=True)
+class RecalibrationMap:
+    """calibrated(r) = weight * iso(r) + (1 - weight) * base(r), base the identity or a
+    broader map; iso interpolates linearly between the blocks, constant beyond the ends."""
+
+    xs: tuple[float, ...] = ()
+    ys: tuple[float, ...] = ()
+    weight: float = 0.0
+    evidence: float = 0.0
+    """Deadlines (or estimates, for plain pairs) the map was learned from."""
+    base: RecalibrationMap | None = None
+
+    def isotonic(self, risk: float) -> float:
+        if not self.xs:
+            return risk
+        if risk <= self.xs[0]:
+            return self.ys[0]
+        if risk >= self.xs[-1]:
+            return self.ys[-1]
+        i = bisect_right(self.xs, risk)
+        x0, x1, y0, y1 = self.xs[i - 1], self.xs[i], self.ys[i - 1], self.ys[i]
+        return y0 + (y1 - y0) * (risk - x0) / (x1 - x0)
+
+    def __call__(self, risk: float) -> float:
+        """The calibrated risk of a raw one (clamped into [0, 1] first)."""
+        risk = min(max(risk, 0.0), 1.0)
+        below = risk if self.base is None else self.base(risk)
+        if self.weight <= 0:
+            return below
+        return self.weight * self.isotonic(risk) + (1 - self.weight) * below
+
+
+IDENTITY = RecalibrationMap()
+
+
+def fit_recalibration(
+    records: Iterable[Scored],
+    *,
+    evidence: float | None = None,
+    strength: float = STRENGTH,
+    base: RecalibrationMap | None = None,
+) -> RecalibrationMap:
+    """The isotonic map of outcome on risk over `records`, blended with `base` (the identity
+    when None) at weight n / (n + strength). n is `evidence` when given (the controller passes
+    the number of distinct deadlines), else the number of records."""
+    points = [(min(max(r.risk, 0.0), 1.0), 1.0 if r.missed else 0.0, 1.0) for r in records]
+    n = float(len(points)) if evidence is None else evidence
+    if not points or n <= 0:
+        return base if base is not None else IDENTITY
+    blocks = pool_adjacent_violators(points)
+    return RecalibrationMap(
+        xs=tuple(b.x for b in blocks),
+        ys=tuple(b.y for b in blocks),
+        weight=n / (n + strength),
+        evidence=n,
+        base=base,
+    )
+
+
+@dataclass(frozen=True)
+class Recalibration:
+    """The maps learned from judged estimates: all tiers pooled, and one per tier."""
+
+    pooled: RecalibrationMap = IDENTITY
+    tiers: Mapping[str, RecalibrationMap] = field(default_factory=dict)
+
+    def __call__(self, tier: str, risk: float) -> float:
+        """The calibrated risk of a raw one in `tier` (a tier never judged uses the pooled)."""
+        return self.tiers.get(tier, self.pooled)(risk)
+
+
+def fit_by_tier(judged: Sequence[Judged], *, strength: float = STRENGTH) -> Recalibration:
+    """A map per tier, each shrunk toward the pooled map, which is shrunk toward the identity;
+    evidence counted in distinct deadlines."""
+    pooled = fit_recalibration(
+        judged, evidence=len({j.deadline_id for j in judged}), strength=strength
+    )
+    tiers = {
+        tier: fit_recalibration(
+            items,
+            evidence=len({j.deadline_id for j in items}),
+            strength=strength,
+            base=pooled,
+        )
+        for tier, items in by_tier(judged).items()
+    }
+    return Recalibration(pooled=pooled, tiers=tiers)
+
+
+# -- the report `quartermaster calibration` prints -------------------------------------------------
+
+
+def judged_from_document(data: Any) -> list[Judged]:
+    """Judged estimates from a JSON document: a list of them, or an `OutcomeLedger` summary
+    (its `judged`). Raises ValueError for anything else."""
+    if isinstance(data, list):
+        return read_judged(data)
+    if isinstance(data, Mapping) and isinstance(data.get("judged"), list):
+        return read_judged(data["judged"])
+    raise ValueError("expected a list of judged estimates or an outcome ledger's summary")
+
+
+def _padded(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def format_report(judged: Sequence[Judged], *, since: float, until: float) -> str:
+    """The reliability table, Brier score and judged counts of the estimates whose deadline
+    resolved in [since, until]: all tiers, then each tier. The risks are the raw ones the
+    controller estimated (what the recalibration learns from)."""
+    window = [j for j in judged if since <= j.resolved_at <= until]
+    days = (until - since) / 86_400
+    lines = [f"Deadline risk calibration, deadlines resolved in the last {days:g} days"]
+    if not window:
+        lines.append("no judged estimates in that window")
+        return "\n".join(lines) + "\n"
+    groups = [
+        ("all tiers", window),
+        *((f"tier {t}", items) for t, items in by_tier(window).items()),
+    ]
+    for name, items in groups:
+        result = calibrate(items)
+        deadlines = len({j.deadline_id for j in items})
+        missed = len({j.deadline_id for j in items if j.missed})
+        lines += [
+            "",
+            f"{name}: {deadlines:,} deadlines judged ({missed:,} missed); {describe(result)}",
+            *_padded([[*RELIABILITY_HEADER, JUDGED_HEADER], *reliability_rows(result)]),
+        ]
+    return "\n".join(lines) + "\n"
