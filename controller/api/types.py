@@ -160,6 +160,15 @@ class Tier:
             maximum=31536000,
         ),
     )
+    demote_lost: bool = field(
+        default=True,
+        metadata=meta(
+            "demoteLost places the tier's waiting workloads whose deadline is lost (even "
+            "started now, the risk model gives them less than risk.lostBelow chance to make it) "
+            "after its savable ones, still admitted, and reports the deadline Lost at once; "
+            "false keeps plain deadline order for the tier."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -479,6 +488,26 @@ class RiskSettings:
             "by urgency level, never below the next tier; admitted work carries no boost, so a "
             "boost never causes a preemption. Needs Kueue's PriorityBoost feature gate; without "
             "it Kueue ignores the annotation."
+        ),
+    )
+    lost_below: float = field(
+        default=0.05,
+        metadata=meta(
+            "lostBelow is the chance to make its deadline, even if started now, below which a "
+            "waiting workload's deadline is lost (judged from the spread of its runtime, not a "
+            "point estimate).",
+            minimum=0,
+            maximum=0.5,
+        ),
+    )
+    lost_max_wait_seconds: int = field(
+        default=86400,
+        metadata=meta(
+            "lostMaxWaitSeconds bounds how long a demoted workload waits behind savable work: "
+            "once it has waited this long since it was created it takes its deadline order "
+            "again, so demotion never starves it.",
+            minimum=0,
+            maximum=31536000,
         ),
     )
     priority_boost_value: int = field(

@@ -31,7 +31,7 @@ It then waits at its own level, which can only rise, so that repeats at most onc
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from controller.risk.urgency import LEVELS, urgency_level
 
@@ -45,18 +45,39 @@ def boost_step(priority_boost_value: int, tier_priorities: Iterable[int]) -> int
 
 
 def deadline_boosts(
-    slack: Mapping[tuple[str, str], float | None], *, step: int
+    slack: Mapping[tuple[str, str], float | None],
+    *,
+    step: int,
+    demoted: Collection[tuple[str, str]] = (),
 ) -> dict[tuple[str, str], int]:
     """(namespace, name) -> boost for pending workloads given their least slack (None: no
-    deadline). Only non-zero boosts are returned: zero means no annotation."""
+    deadline). Only non-zero boosts are returned: zero means no annotation.
+
+    `demoted` are workloads whose deadline is lost: they take the last level, that of work
+    with no deadline, behind every savable one of their queue. Earliest-deadline-first
+    collapses under overload because work already late goes first and makes savable work
+    late too (the domino effect); placed last, lost work still runs, in its age order."""
     if step <= 0:
         return {}
     out = {}
     for key, seconds in slack.items():
-        level = urgency_level(seconds)
+        level = LEVELS - 1 if key in demoted else urgency_level(seconds)
         if level:
             out[key] = -step * level
     return out
 
 
-__all__ = ["LEVELS", "boost_step", "deadline_boosts", "urgency_level"]
+def demoted(
+    lost: Mapping[tuple[str, str], float],
+    created: Mapping[tuple[str, str], float],
+    *,
+    now: float,
+    max_wait_seconds: float,
+) -> frozenset[tuple[str, str]]:
+    """The lost workloads that stay demoted: those that have waited less than
+    `max_wait_seconds` since they were created. Past it a lost workload takes its deadline
+    order again (the most urgent level), so none waits behind savable work for ever."""
+    return frozenset(key for key in lost if now - created.get(key, now) < max_wait_seconds)
+
+
+__all__ = ["LEVELS", "boost_step", "deadline_boosts", "demoted", "urgency_level"]

@@ -28,7 +28,7 @@ from controller.capacity import (
     whole_nodes,
 )
 from controller.collector import pausing_collector
-from controller.decide.boost import boost_step, deadline_boosts
+from controller.decide.boost import boost_step, deadline_boosts, demoted
 from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lanes
 from controller.decide.mix import (
     Decision,
@@ -85,6 +85,10 @@ class CapacityPlan:
     """(namespace, name) -> the lane of each pending deadline workload this controller puts on
     on-demand (its pod sets select the capacity type, its annotation says why); every other
     workload of ours carries no lane."""
+    lost: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(namespace, name) -> chance to make it, for each waiting workload whose deadline is
+    lost (under `risk.lostBelow` even if started now), in tiers that demote lost work: told
+    to its owner at once, and placed after savable work while it waits."""
     spot_outlooks: Mapping[str, SpotOutlook] = field(default_factory=dict)
     """Per project that may run on spot, what spot may cost its workloads (what a lane is
     decided from)."""
@@ -269,7 +273,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         for pool in policy.spec.pools
     )
     demands = pool_demands(policy_set)
-    lanes, held, outlooks = _lanes_and_holds(observation, model, decisions, by_project)
+    lane_inputs, held, outlooks = _lanes_and_holds(observation, model, decisions, by_project)
     shifts = limit_shifts(
         {d.pool: _lane_target(policy_set, d, held[d.pool], demands) for d in decisions},
         {name: demand.total_gpus for name, demand in demands.items()},
@@ -300,7 +304,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     final = model.with_quotas(rendered.quotas)
     reports = tuple(final.deadlines())
     decisions = _retrack(policy_set, decisions, reports, now=now)
-    boosts = deadline_boosts(final.pending_slack(), step=step) if step else {}
+    boosts, lost = _boosts(observation, final, step, now=now)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_counts: dict[str, int] = {}
@@ -374,7 +378,8 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
-        lanes=lanes,
+        lost=lost,
+        lanes=_final_lanes(policy_set, lane_inputs, outlooks, rendered.quotas, by_project),
         spot_outlooks=outlooks,
         observation=replace(observation, carried=None),
         carried=Carry(
@@ -384,21 +389,52 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     )
 
 
+def _boosts(
+    observation: Observation, model: RiskModel, step: int, *, now: float
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+    """The priority boosts of waiting work (deadline order, lost work last for as long as
+    the policy lets it wait), and the lost workloads. No deadline order, no demotion: the
+    lost are still reported."""
+    risk = observation.policy_set.policy.spec.risk
+    lost = model.lost_workloads(risk.lost_below)
+    if not step:
+        return {}, lost
+    created = {(w.namespace, w.name): w.created for w in observation.workloads}
+    kept = demoted(lost, created, now=now, max_wait_seconds=risk.lost_max_wait_seconds)
+    return deadline_boosts(model.pending_slack(), step=step, demoted=kept), lost
+
+
 def _lanes_and_holds(
     observation: Observation,
     model: RiskModel,
     decisions: Sequence[Decision],
     by_project: Mapping[str, Sequence[WorkloadView]],
-) -> tuple[dict[tuple[str, str], Lane], dict[str, dict[str, int]], dict[str, SpotOutlook]]:
-    """The lanes (none when the observation turns them off), the on-demand GPUs held per pool
-    and project with them, and the spot outlooks they were decided from."""
+) -> tuple[list[LaneInput], dict[str, dict[str, int]], dict[str, SpotOutlook]]:
+    """The pending deadline workloads the lanes decide on (none when the observation turns
+    lanes off), the on-demand GPUs held per pool and project for those that want on-demand,
+    and the spot outlooks they were decided from. The quota follows the lanes' demand: what
+    is held here is rendered this pass, and `_final_lanes` moves workloads into it."""
     policy_set = observation.policy_set
     if not observation.lanes:
-        return {}, _held_for_lanes(policy_set, decisions, {}, by_project), {}
+        return [], _held_for_lanes(policy_set, decisions, {}, by_project), {}
     outlooks = _outlooks(model, policy_set, observation.spot_shortages)
-    room = on_demand_room(policy_set, model.snapshot.quotas, by_project)
-    lanes = choose_lanes((LaneInput(*f) for f in model.lane_workloads()), outlooks, room)
-    return lanes, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
+    inputs = [LaneInput(*f) for f in model.lane_workloads()]
+    wanted = choose_lanes(inputs, outlooks)
+    return inputs, _held_for_lanes(policy_set, decisions, wanted, by_project), outlooks
+
+
+def _final_lanes(
+    policy_set: PolicySet,
+    inputs: Sequence[LaneInput],
+    outlooks: Mapping[str, SpotOutlook],
+    quotas: Mapping[tuple[str, str], FlavorQuota],
+    by_project: Mapping[str, Sequence[WorkloadView]],
+) -> dict[tuple[str, str], Lane]:
+    """The lanes written this pass: those that fit the on-demand room of the split just
+    rendered (Kueue reads the new quotas as soon as they are written, before the lanes)."""
+    if not inputs:
+        return {}
+    return choose_lanes(inputs, outlooks, on_demand_room(policy_set, quotas, by_project))
 
 
 def on_demand_room(

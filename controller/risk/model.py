@@ -28,7 +28,7 @@ from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.learning import RuntimeLearner
 from controller.risk.pools import PoolStats
-from controller.risk.urgency import urgency_level
+from controller.risk.urgency import chance_to_finish, urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
@@ -697,6 +697,27 @@ class RiskModel:
                         workload.owner_chose_capacity,
                     )
                 )
+        return out
+
+    def lost_workloads(self, lost_below: float) -> dict[tuple[str, str], float]:
+        """(namespace, name) -> chance to make it, for each pending workload whose earliest
+        open deadline is lost: even started now (after a node's launch), its runtime's spread
+        gives it less than `lost_below` chance to finish in time. Only tiers that demote lost
+        work (`demoteLost`) are judged."""
+        out: dict[tuple[str, str], float] = {}
+        tiers = {t.name: t for t in self.snapshot.policy_set.policy.spec.tiers}
+        for fields in self.lane_workloads():
+            key, project, _, time_left, _, mean, sigma, _, _, _ = fields
+            known = self.snapshot.policy_set.project(project)
+            if known is None:
+                continue
+            tier = tiers.get(known.spec.tier)
+            if tier is None or not tier.demote_lost:
+                continue
+            launch = self._capacity(known).provisioning_latency_seconds
+            chance = chance_to_finish(time_left - launch, mean, sigma)
+            if chance < lost_below:
+                out[key] = chance
         return out
 
     def spot_capacity(self, project: str) -> Capacity | None:

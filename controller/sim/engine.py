@@ -49,7 +49,7 @@ from controller import names
 from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline
 from controller.capacity import FlavorQuota, PoolTarget, pool_demands
-from controller.decide.boost import boost_step, urgency_level
+from controller.decide.boost import LEVELS, boost_step, urgency_level
 from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lane
 from controller.decide.mix import PoolState, initial_state
 from controller.decide.observation import History, Observation
@@ -60,6 +60,7 @@ from controller.render.kueue import KUEUE_DEFAULT_WHEN_CAN_BORROW, OWN_QUOTA_FIR
 from controller.risk.model import SIGMA_ANNOTATED
 from controller.risk.pools import NodeClaimView
 from controller.risk.shortage import ShortageState, expected_wait, launched, reported
+from controller.risk.urgency import chance_to_finish
 from controller.risk.workloads import WorkloadView
 from controller.sim import karpenter as karpenter_model
 from controller.sim import kueue as kueue_model
@@ -306,6 +307,10 @@ class Replay:
         """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
         self._shortages: dict[str, ShortageState] = {p: ShortageState() for p in self.pools}
         """Per pool, its spot shortages as Karpenter's errors report them."""
+        self._demoting = frozenset(
+            t.name for t in self.policy_set.policy.spec.tiers if t.demote_lost
+        )
+        """Tiers whose lost work goes behind savable work."""
         self._lane_pending: dict[str, int] = {}
         """Per project, GPUs of its pending workloads in an on-demand lane."""
         self._confidence = {
@@ -615,6 +620,13 @@ class Replay:
         if not self.boost_step or job.spec.deadline is None:
             return -self.boost_step * urgency_level(None) if self.boost_step else 0
         slack = job.spec.deadline - self.now - job.spec.expected_duration
+        if job.spec.tier in self._demoting:
+            launch = self._launch_seconds().get(job.spec.project, 0.0)
+            chance = chance_to_finish(
+                job.spec.deadline - self.now - launch, job.spec.expected_duration, SIGMA_ANNOTATED
+            )
+            if chance < self.policy_set.policy.spec.risk.lost_below:
+                return -self.boost_step * (LEVELS - 1)  # lost at once: behind savable work
         return -self.boost_step * urgency_level(slack)
 
     def _record_risks(self, plan: CapacityPlan) -> None:
