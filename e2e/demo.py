@@ -58,7 +58,8 @@ from controller.kube.client import KubeClient, KubeError
 from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import ReconcileResult
-from controller.testenv.controlplane import (
+from controller.yamlio import dump_documents
+from testenv.controlplane import (
     BUILD_COST,
     Binaries,
     ControlPlane,
@@ -67,11 +68,10 @@ from controller.testenv.controlplane import (
     free_ports,
     kubectl_path,
 )
-from controller.testenv.crds import CrdSet, CrdSourceError, crd_sources, load_crds, read_crd_set
-from controller.testenv.logconfig import LOGS, QUIET, configure_logging
-from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
-from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
-from controller.yamlio import dump_documents
+from testenv.crds import CrdSet, CrdSourceError, crd_sources, load_crds, read_crd_set
+from testenv.logconfig import LOGS, QUIET, configure_logging
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 
 GITOPS = "demo-gitops"
 """The field manager the policy is applied with, as Argo CD or Flux would."""

@@ -122,8 +122,8 @@ docker build -t quartermaster:dev "$REPO"
 kind load docker-image quartermaster:dev --name "$CLUSTER"
 
 log "installing Quartermaster from manifests/overlays/dev"
-"$PY" -c "from controller.testenv.kustomize import kustomize_path; print(kustomize_path())" >/dev/null
-KUSTOMIZE=$("$PY" -c "from controller.testenv.kustomize import kustomize_path; print(kustomize_path())")
+"$PY" -c "from testenv.kustomize import kustomize_path; print(kustomize_path())" >/dev/null
+KUSTOMIZE=$("$PY" -c "from testenv.kustomize import kustomize_path; print(kustomize_path())")
 "$KUSTOMIZE" build "$REPO/manifests/overlays/dev" | kubectl apply --server-side -f -
 kubectl -n quartermaster-system rollout status deployment/quartermaster --timeout=300s
 for ns in llm; do kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f -; done

@@ -1,9 +1,9 @@
 """A real API server for the integration tests, started once per session.
 
-The control plane (etcd + the CRD API server kube-apiserver embeds, see controller/testenv)
+The control plane (etcd + the CRD API server kube-apiserver embeds, see testenv)
 loads our CRDs, the pinned upstream CRDs of Kueue, KEDA, Karpenter and the Prometheus Operator,
 and stand-in CRDs for the three built-in kinds the controller writes (Lease, Event,
-PriorityClass; see controller/testenv/standins). The API server therefore enforces the real
+PriorityClass; see testenv/standins). The API server therefore enforces the real
 upstream schemas and CEL rules. With `KUBEBUILDER_ASSETS` pointing at a real kube-apiserver
 and etcd, the same tests run against that instead, which serves the built-in kinds itself.
 
@@ -34,8 +34,8 @@ from controller import names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.kube.crds import install_crds, read_crds
-from controller.testenv import namespaces
-from controller.testenv.controlplane import ControlPlane
+from testenv import namespaces
+from testenv.controlplane import ControlPlane
 from tests.upstream import upstream_crds_dir
 
 REPO_ROOT = Path(__file__).parents[2]
@@ -120,7 +120,7 @@ def delete_everything(client: KubeClient) -> list[str]:
 
     A deletion the server refuses (403) or that conflicts (409) is reported on stderr and
     returned, not raised: the clean-up of one object must not hide the test's own result or
-    leave every later object in place. Namespaces stay (see controller/testenv/namespaces.py).
+    leave every later object in place. Namespaces stay (see testenv/namespaces.py).
     """
     refused: list[str] = []
     for kind, item in written_objects(client):

@@ -4,10 +4,10 @@ What is real: the API server and etcd (stopped and restarted as processes, servi
 Karpenter and KEDA CRDs), the HTTP the controller sends, and the `Controller` loop with its watches,
 leader election and backoff running in a thread, or the `Reconciler` on its own where one pass is
 the subject. The faults come from stopping the API server itself or from
-controller/testenv/faultproxy.py, a real HTTP proxy in front of it that answers chosen requests
+testenv/faultproxy.py, a real HTTP proxy in front of it that answers chosen requests
 itself (429 with Retry-After) and records every request, which is how request rates are counted.
 Stand-ins: on the CRD-only test server these tests normally run on, `coordination.k8s.io/v1` Lease
-and `events.k8s.io/v1` Event are custom resources (controller/testenv/standins); apps/v1 is not
+and `events.k8s.io/v1` Event are custom resources (testenv/standins); apps/v1 is not
 served, so warm-pool Deployments are left out of every comparison, as the controller leaves them out
 (a kube-apiserver serves them, and they are compared like the rest). Prometheus is not running: the
 controller reports its history as unavailable.
@@ -36,8 +36,8 @@ from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import FaultProxy, client_for
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import FaultProxy, client_for
 from tests.integration.conftest import new_client
 from tests.integration.test_reconcile import apply_doc, example_documents
 

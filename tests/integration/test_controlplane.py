@@ -6,7 +6,7 @@ import pytest
 
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 
 
 def test_it_serves_every_group_the_controller_writes(

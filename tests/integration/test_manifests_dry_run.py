@@ -21,8 +21,8 @@ import pytest
 
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.kinds import Kind
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.kustomize import build
+from testenv.controlplane import ControlPlane
+from testenv.kustomize import build
 from tests.integration.conftest import discovered_kinds, new_client
 
 REPO = Path(__file__).resolve().parents[2]

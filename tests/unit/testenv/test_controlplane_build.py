@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.controlplane import built_versions, progress_line
+from testenv.controlplane import built_versions, progress_line
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.testenv.faketime import SITE_DIR, clock_problems, moved_environment
+from testenv.faketime import SITE_DIR, clock_problems, moved_environment
 
 DAY = 86400.0
 REAL_WALL = 1_000.0

@@ -20,10 +20,10 @@ from typing import Any
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.kube.crds import install_crds, read_crds
-from controller.testenv.controlplane import STANDINS_DIR
-from controller.testenv.namespaces import serves_core_v1
+from testenv.controlplane import STANDINS_DIR
+from testenv.namespaces import serves_core_v1
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_ENV = "QUARTERMASTER_UPSTREAM_CRDS"
 UPSTREAM_PROJECTS = ("kueue", "keda", "karpenter", "prometheus-operator")
 OUR_CRDS = REPO_ROOT / "manifests" / "crds"

@@ -9,15 +9,16 @@ are used instead and serve the built-in kinds for real.
 
 The manager starts and stops the two processes individually, on fixed ports, so tests can
 restart the API server or etcd in the middle of a reconcile. Both die with the process that
-started them, even when it is killed (`controller.testenv.processes`).
+started them, even when it is killed (`testenv.processes`).
 
-Run `python -m controller.testenv.controlplane` (`make controlplane`) to build once and print
+Run `python -m testenv.controlplane` (`make controlplane`) to build once and print
 which binaries and package versions the tests will run.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from controller.testenv.processes import spawn
+from testenv.processes import spawn
 
 HERE = Path(__file__).parent
 BUILD_SCRIPT = HERE / "build-control-plane.sh"
@@ -55,9 +56,17 @@ def to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def build_key(script: bytes) -> str:
+    """The first 12 hex digits of the build script's sha256: the server's Go main is embedded
+    in the script, so a changed script is a different server."""
+    return hashlib.sha256(script).hexdigest()[:12]
+
+
 def cache_dir() -> Path:
+    """One folder per build script: a checkout whose script changed (say, the server's
+    admission) builds its own binaries rather than running, or overwriting, another's."""
     root = os.environ.get("QUARTERMASTER_CACHE") or Path.home() / ".cache" / "quartermaster"
-    return Path(root) / "controlplane"
+    return Path(root) / "controlplane" / build_key(BUILD_SCRIPT.read_bytes())
 
 
 class ControlPlaneError(RuntimeError):

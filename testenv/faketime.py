@@ -21,7 +21,7 @@ Before running the command, the clock is checked from outside: `date` and a Pyth
 both read it `--days` ahead (within an hour), their monotonic clock must be the real one, and
 the child's `time.sleep` must work; otherwise this exits 2 without running the command.
 
-Usage: `python -m controller.testenv.faketime [--days N] -- COMMAND [ARG...]`.
+Usage: `python -m testenv.faketime [--days N] -- COMMAND [ARG...]`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.testenv.debian import unpacked_package
+from testenv.debian import unpacked_package
 
 PACKAGE = "libfaketime"
 LIBRARY_GLOB = "usr/lib/*/faketime/libfaketime.so.1"
@@ -153,7 +153,7 @@ def check(env: Mapping[str, str], *, days: int) -> datetime:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m controller.testenv.faketime",
+        prog="python -m testenv.faketime",
         description="Run COMMAND with the wall clock moved DAYS ahead (libfaketime).",
     )
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS)
