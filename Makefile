@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds golden bench bench-scale bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh golden bench bench-scale bench-sim soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -75,6 +75,11 @@ test: lint typecheck unit unit-future ## everything CI runs: lint, type checks, 
 
 crds: setup ## regenerate manifests/crds/ from controller/api/types.py
 	$(PY) -m controller.api.crds manifests/crds
+
+# make crds-refresh PROJECT=kueue RELEASE=v0.19.3: that project's files at that tag; without
+# PROJECT, all four again at their pinned releases. See third_party/crds/README.md.
+crds-refresh: setup ## download the pinned upstream CRDs (third_party/crds) again, from GitHub, at PROJECT's RELEASE
+	$(PY) -m testenv.thirdparty $(PROJECT) $(RELEASE)
 
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml

@@ -7,7 +7,7 @@ Steps, each timed:
 2. a real Prometheus (Debian's package, `make prometheus`) scraping the controller's /metrics
    every second; the policy points the controller at it, so history works as in a cluster;
 3. the CRDs: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
-   `../shared/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins
+   `third_party/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins
    for the built-in kinds the controller writes (Lease, Event, PriorityClass);
 4. the example policy, applied as a GitOps tool would, with the demo's Prometheus and a one-off
    deadline 72 hours from now (the example's own deadlines recur); the applied files are

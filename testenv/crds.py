@@ -2,7 +2,7 @@
 
 The demo, `make cluster`, the e2e scenario, the soak and the benches all start from the same
 cluster: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
-`../shared/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins for
+`third_party/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins for
 the built-in kinds the controller writes (Lease, Event, PriorityClass) where the server does
 not serve them. Reading them is slow (the upstream ones are large), so it is a step of its own
 that a caller can run while the servers start.
@@ -46,9 +46,9 @@ class CrdSourceError(RuntimeError):
 
 
 def upstream_crds_dir() -> Path:
-    """`$QUARTERMASTER_UPSTREAM_CRDS`, else `../shared/crds` beside the repository (as tests do)."""
+    """`$QUARTERMASTER_UPSTREAM_CRDS`, else the repository's `third_party/crds` (as tests do)."""
     configured = os.environ.get(UPSTREAM_ENV)
-    directory = Path(configured) if configured else REPO_ROOT.parent / "shared" / "crds"
+    directory = Path(configured) if configured else REPO_ROOT / "third_party" / "crds"
     if not directory.is_dir():
         raise CrdSourceError(
             f"upstream CRD directory {directory} does not exist: put the pinned Kueue, KEDA, "

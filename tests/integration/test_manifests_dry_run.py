@@ -4,7 +4,7 @@ Which kinds the server checks is read from its discovery, not assumed. The CRD-o
 serves CRDs (apiextensions.k8s.io) and every CRD group; with the upstream Prometheus Operator
 CRDs loaded, our CRDs, the ServiceMonitor and the PrometheusRule are checked by the server
 itself, its structural schemas and CEL rules included. Core, apps, policy, rbac and networking
-kinds cannot be served by it (see ../shared/controlplane/README.md); those are checked against
+kinds cannot be served by it (see testenv/controlplane.py); those are checked against
 Kubernetes' own strict schemas in tests/unit/test_manifests.py. A kube-apiserver serves them
 all, and checks every object. This test asserts which kinds went where, so no kind the server
 could check is left to the offline check silently.
