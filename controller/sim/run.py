@@ -577,7 +577,9 @@ def write_outputs(
             title=f"Replay of {title}",
             inputs=_inputs_lines(inputs, seed=seed)
             + (
-                [] if drawn else ["plots: not drawn (matplotlib is not installed: the `sim` extra)"]
+                []
+                if drawn
+                else [f"plots: not drawn (matplotlib is not installed): {plots.INSTALL_HINT}"]
             ),
             assignment=assignment_statement(inputs.rule),
             policy=_policy_statement(context["policy"]),
@@ -641,7 +643,7 @@ def simulate(
     tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
     figures = figures_for_runs(results, tiers=tier_order)
     if not plots.available():
-        err.write("plots skipped: matplotlib is not installed (pip install 'quartermaster[sim]')\n")
+        err.write(f"plots skipped: matplotlib is not installed; {plots.INSTALL_HINT}\n")
     files = write_outputs(
         out_dir,
         inputs,
@@ -655,6 +657,8 @@ def simulate(
     peak = peak_rss_any_mib()
     out.write(terminal_summary(figures, measurements))
     out.write(f"\nwrote {', '.join(str(f) for f in files)}\n")
+    if not plots.available():
+        out.write(f"no plots (matplotlib is not installed): {plots.INSTALL_HINT}\n")
     out.write(f"total wall time {wall:.1f} s, peak RSS {peak:,.0f} MiB (largest process)\n")
     out.flush()
     return Simulation(inputs, results, list(figures), measurements, files, wall, peak)
