@@ -37,6 +37,7 @@ from testenv.controlplane import ControlPlane, find_binaries
 from testenv.counting import resource_of
 from testenv.crds import crd_sources, load_crds, read_crd_set
 from testenv.logconfig import QUIET, configure_logging
+from testenv.namespaces import ensure_namespaces, policy_namespaces
 from testenv.procstat import child_peak_rss_mib
 
 PROJECTS = 500
@@ -227,6 +228,7 @@ def main() -> None:
                 load_crds(admin, crds.documents)
             line("CRDs established and warmed", f"{took[0]:.1f} s")
             documents = synthetic_documents(projects=PROJECTS, pools=POOLS)
+            ensure_namespaces(admin, [*policy_namespaces(documents), names.DEFAULT_NAMESPACE])
             with timed() as took:
                 for doc in documents:
                     admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)

@@ -86,6 +86,7 @@ from testenv.kueue_standin import (
 )
 from testenv.logconfig import QUIET, configure_logging
 from testenv.logtail import WRITE_FIELDS, LogTail, logged, writes_in
+from testenv.namespaces import ensure_namespaces, policy_namespaces
 from testenv.procstat import proc_sample
 from testenv.scheduler import Scheduler
 from testenv.stats import percentiles
@@ -504,6 +505,7 @@ def build_world(stack: ExitStack, state: Path, args: argparse.Namespace) -> Worl
     stack.callback(admin.close)
     load_crds(admin, read_crd_set(crd_sources()).documents)
     documents = synthetic_documents(projects=args.projects, pools=POOLS)
+    ensure_namespaces(admin, [*policy_namespaces(documents), NAMESPACE])
     started = time.monotonic()
     for doc in documents:
         admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)

@@ -106,6 +106,7 @@ from testenv.kueue_standin import (
 )
 from testenv.logconfig import QUIET, configure_logging
 from testenv.logtail import LogTail
+from testenv.namespaces import ensure_namespaces, policy_namespaces
 from testenv.procstat import (
     MACHINE,
     ProcSample,
@@ -692,6 +693,7 @@ def build_world(stack: ExitStack, options: Options, state: Path, outcome: Outcom
 
     policy = policy_document(prometheus.url if prometheus else None)
     members = projects(datetime.now(UTC))
+    ensure_namespaces(admin, [*policy_namespaces(p.doc for p in members), NAMESPACE])
     for doc in (policy, *(p.doc for p in members)):
         admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)
     line(

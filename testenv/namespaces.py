@@ -1,9 +1,13 @@
 """Namespaces for whatever a test, the demo or the e2e scenario writes into them.
 
-A real kube-apiserver refuses a namespaced write into a namespace that does not exist (404
-`namespaces "llm" not found`), as a cluster does; the CRD-only test server serves no core `v1`,
-so it has no Namespace kind and takes any namespace in a path. So: create the namespaces first
-where the server serves them, and do nothing where it does not.
+A real kube-apiserver refuses a namespaced create in a namespace that does not exist (404
+`namespaces "llm" not found`), and so does the test server: it serves no core `v1`, so no
+Namespace kind, but its admission refuses a create in a namespace with no `NamespaceStandIn`
+(a cluster-scoped stand-in CRD, `standins/testenv.quartermaster.dev_namespacestandins.yaml`)
+of that name. So code that forgets to create its namespaces fails here as it would in a
+cluster. `ensure_namespaces` makes what each server needs: a Namespace where core `v1` is
+served, a NamespaceStandIn elsewhere. `default`, `kube-system`, `kube-public` and
+`kube-node-lease` exist from the start on both, as in every cluster.
 
 They are never deleted. Finishing a namespace's deletion is the job of kube-controller-manager's
 namespace controller, which no test control plane runs: a deleted namespace would stay
@@ -19,6 +23,10 @@ from controller.kube.client import KubeClient, KubeError
 from controller.kube.kinds import Kind
 
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", False)
+NAMESPACE_STANDIN = Kind(
+    "testenv.quartermaster.dev", "v1", "NamespaceStandIn", "namespacestandins", False
+)
+"""Where the server serves no core `v1`: one per namespace that exists (see the module)."""
 
 
 def serves_core_v1(client: KubeClient) -> bool:
@@ -27,20 +35,35 @@ def serves_core_v1(client: KubeClient) -> bool:
     return "v1" in (client.request("GET", "/api").get("versions") or [])
 
 
+def namespace_kind(core_v1: bool) -> Kind:
+    """What makes a namespace exist: a Namespace, or on the CRD-only server its stand-in."""
+    return NAMESPACE if core_v1 else NAMESPACE_STANDIN
+
+
 def ensure_namespaces(client: KubeClient, names: Iterable[str]) -> list[str]:
-    """Create each namespace that does not exist yet (409 AlreadyExists is fine); the ones
-    created. A no-op on a server without core `v1` (the CRD-only server), which needs none."""
+    """Make each namespace that does not exist yet (409 AlreadyExists is fine); the ones made.
+
+    On the CRD-only server the stand-in CRD must be loaded first (`testenv.crds` loads it with
+    the others); creating a stand-in there without it fails with 404 and says so.
+    """
     wanted = sorted(set(names))
-    if not wanted or not serves_core_v1(client):
+    if not wanted:
         return []
+    kind = namespace_kind(serves_core_v1(client))
     created = []
     for name in wanted:
         try:
             client.create(
-                NAMESPACE,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                kind,
+                {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name}},
             )
         except KubeError as exc:
+            if exc.status == 404 and kind is NAMESPACE_STANDIN:
+                raise KubeError(
+                    f"cannot make namespace {name!r}: the server serves neither core v1 nor "
+                    f"{kind.group_version} (load testenv/standins with the CRDs): {exc}",
+                    status=404,
+                ) from exc
             if exc.status != 409:
                 raise
         else:

@@ -30,6 +30,7 @@ from controller.kube.client import KubeClient, WatchEvent
 from testenv.controlplane import ControlPlane
 from testenv.faultproxy import ControlledProxy, client_for, list_of, watch_of
 from testenv.rbac import attributes
+from tests.integration.conftest import ensure_namespaces
 from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_controller_faults import RunningController, options
 from tests.integration.test_fault_convergence import example_policy, wait_until
@@ -53,6 +54,14 @@ def lease(name: str, *, step: int = 0, namespace: str = NAMESPACE) -> dict[str, 
 
 def names_in(store: Store) -> list[str]:
     return [o["metadata"]["name"] for o in store.items()]
+
+
+@pytest.fixture
+def kube(kube: KubeClient) -> KubeClient:
+    """The conftest's client, with the two namespaces these tests write Leases into made first:
+    a server refuses a create in a namespace that does not exist (the test server too)."""
+    ensure_namespaces(kube, NAMESPACE, ELSEWHERE)
+    return kube
 
 
 @pytest.fixture

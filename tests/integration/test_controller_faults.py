@@ -261,8 +261,7 @@ def test_429_with_retry_after_on_the_first_patches_is_waited_out_and_the_pass_su
     assert result.created == len(expected)
     assert fault.hits == throttled
     patches = [r for r in proxy.requests if r.method == "PATCH"]
-    print(f"\nproxy log, first PATCHes: {[(r.status, r.path) for r in patches[: throttled + 2]]}")
-    assert [r.status for r in patches[:throttled]] == [429] * throttled
+    assert [r.status for r in patches[:throttled]] == [429] * throttled, patches[: throttled + 2]
     assert all(200 <= r.status < 300 for r in patches[throttled:])
     # The same object was sent again after each 429, a full Retry-After later.
     assert len({r.path for r in patches[: throttled + 1]}) == 1
@@ -270,7 +269,11 @@ def test_429_with_retry_after_on_the_first_patches_is_waited_out_and_the_pass_su
     assert all(gap >= 1.0 for gap in gaps), gaps
     assert elapsed >= throttled * 1.0
     assert client.stats.retries == throttled
-    assert len(patches) == throttled + result.created + result.status_writes
+    # Every write of the pass but a prune (a DELETE) is a server-side apply, a PATCH: creates,
+    # status writes, boosts and, where apps/v1 is served, the hand-over that follows each warm
+    # pool's create. Counted from what the pass reports, so it holds on either server.
+    assert result.pruned == 0
+    assert len(patches) == throttled + result.writes
     assert sorted(show_ref(ref(o)) for o in live_managed(kube)) == sorted(expected)
 
 
