@@ -31,11 +31,11 @@ controlplane: setup ## build (once: ~4 min, ~300 MB download) or reuse etcd, the
 	$(PY) -m testenv.controlplane
 
 .PHONY: prometheus
-prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into ~/.cache/quartermaster
+prometheus: setup ## fetch (once: ~20 MB download, ~95 MB kept) Debian's Prometheus and promtool into ~/.cache/quartermaster
 	$(PY) -m testenv.prometheus
 
 .PHONY: kustomize
-kustomize: setup ## fetch (once, ~7 MB) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
+kustomize: setup ## fetch (once: ~7 MB download, ~22 MB kept) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
 	$(PY) -m testenv.kustomize
 
 demo: controlplane prometheus ## validate and render the example policy, then run the controller on a real API server

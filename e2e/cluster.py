@@ -286,8 +286,10 @@ def kubectl_hint() -> str:
             "  # no kubectl here: `quartermaster plan` and `quartermaster explain` read the "
             "cluster,\n  # and any kubectl works against it"
         )
-    if shutil.which("kubectl") is None:
-        return f"  export PATH={kubectl.parent}:$PATH   # kubectl from the control-plane build"
+    on_path = shutil.which("kubectl")
+    if on_path is None or Path(on_path).resolve() != kubectl.resolve():
+        # None on PATH, or another release: the build's is the server's own.
+        return f"  export PATH={kubectl.parent}:$PATH   # kubectl of the server's release"
     return f"  # kubectl: {kubectl}"
 
 

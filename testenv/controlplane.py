@@ -98,12 +98,24 @@ def find_binaries(*, build: bool = True) -> Binaries:
 
 
 def kubectl_path() -> Path | None:
-    """kubectl on PATH, else the one the build unpacks beside the server (same release)."""
-    installed = shutil.which("kubectl")
-    if installed:
-        return Path(installed)
+    """The kubectl the build unpacks beside the server (the server's release), else kubectl on
+    PATH. The build's first: kubectl supports a server one minor release away at most, and the
+    one a machine happens to have may be older (a 1.32 against this 1.36 server, say)."""
     built = cache_dir() / "bin" / "kubectl"
-    return built if built.is_file() else None
+    if built.is_file():
+        return built
+    installed = shutil.which("kubectl")
+    return Path(installed) if installed else None
+
+
+def kubectl_line(chosen: Path | None, on_path: str | None) -> str:
+    """What `make controlplane` says of kubectl: which one the demo and the tests use, and
+    that another on PATH is not it (so a version printed below is not taken for that one)."""
+    if chosen is None:
+        return "kubectl:        none (any kubectl works with the cluster; see README)"
+    if on_path and Path(on_path).resolve() != chosen.resolve():
+        return f"kubectl:        {chosen} (the server's release; {on_path} on PATH is not used)"
+    return f"kubectl:        {chosen}"
 
 
 # --------------------------------------------------------------------------- the build
@@ -497,15 +509,21 @@ current-context: admin
 
 
 def main() -> None:
-    """`make controlplane`: build once, then show what the tests and the demo will run."""
-    binaries = find_binaries()
+    """`make controlplane`: build once, then show what the tests and the demo will run.
+
+    A build that just ran has printed the package versions it built; they are printed here
+    only when the binaries came from the cache, so they appear once either way.
+    """
+    try:
+        binaries, built_now = find_binaries(build=False), False
+    except ControlPlaneError:
+        binaries, built_now = find_binaries(), True
     kind = "kube-apiserver" if binaries.full_kube_apiserver else "CRD API server"
     print(f"{kind}: {binaries.apiserver}")
     print(f"etcd:           {binaries.etcd}")
     manifest = binaries.apiserver.parent.parent / "manifest.txt"
-    kubectl = kubectl_path()
-    print(f"kubectl:        {kubectl or 'none (see README: any kubectl works with the cluster)'}")
-    if not binaries.full_kube_apiserver and manifest.is_file():
+    print(kubectl_line(kubectl_path(), shutil.which("kubectl")))
+    if not binaries.full_kube_apiserver and manifest.is_file() and not built_now:
         print(f"built from Debian's packages ({manifest}):")
         for line in built_versions(manifest.read_text()):
             print(f"  {line}")
