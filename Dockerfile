@@ -1,20 +1,18 @@
 # The controller image: `docker build -t quartermaster:dev .` (e2e/kind.sh does this).
 # Two stages: wheels are built with pip in a full image; the final image is python:3.11-slim
-# with only the installed package (without the replay's plotting extra `.[sim]` and without
-# the test harness `controller/testenv`: the test control plane, the proxies, the process and
-# load helpers the tests, e2e and benchmarks share), no compiler, no pip cache, running as an
+# with only the installed package (without the replay's plotting extra `.[sim]`; the test
+# harness `testenv/` is not part of the package), no compiler, no pip cache, running as an
 # unprivileged user with a read-only root filesystem (the Deployment mounts /tmp as an emptyDir).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY controller ./controller
 RUN python -m venv /opt/quartermaster \
  && /opt/quartermaster/bin/pip install --upgrade pip \
  && /opt/quartermaster/bin/pip install . \
- && rm -rf /opt/quartermaster/lib/python*/site-packages/controller/testenv \
  && find /opt/quartermaster -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM ${PYTHON_IMAGE}

@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds reference docs golden bench bench-scale bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -17,21 +17,26 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,sim,docs]'
+	@# setuptools notes every editable install ("Editable installation. Please be careful with
+	@# folders ..."): information only, a dozen lines before anything of ours.
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install --quiet -e '.[dev,sim,docs]'
+	@# The test harness (testenv/), tests, e2e and bench are importable in development only:
+	@# the checkout goes on the venv's path; the wheel holds just the controller.
+	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "quartermaster-dev.pth").write_text("$(CURDIR)\n")'
 	touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install the package with its dev tools
 
 controlplane: setup ## build (once: ~4 min, ~300 MB download) or reuse etcd, the test API server and kubectl
-	$(PY) -m controller.testenv.controlplane
+	$(PY) -m testenv.controlplane
 
 .PHONY: prometheus
-prometheus: setup ## fetch (once, ~20 MB) Debian's Prometheus and promtool into ~/.cache/quartermaster
-	$(PY) -m controller.testenv.prometheus
+prometheus: setup ## fetch (once: ~20 MB download, ~95 MB kept) Debian's Prometheus and promtool into ~/.cache/quartermaster
+	$(PY) -m testenv.prometheus
 
 .PHONY: kustomize
-kustomize: setup ## fetch (once, ~7 MB) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
-	$(PY) -m controller.testenv.kustomize
+kustomize: setup ## fetch (once: ~7 MB download, ~22 MB kept) Debian's kustomize into ~/.cache/quartermaster, to build manifests/
+	$(PY) -m testenv.kustomize
 
 demo: controlplane prometheus ## validate and render the example policy, then run the controller on a real API server
 	$(BIN)/quartermaster validate
@@ -52,8 +57,8 @@ e2e-kind: setup kustomize ## the same scenario on a kind cluster with Kueue 0.19
 	PY=$(PY) e2e/kind.sh
 
 lint: setup ## ruff lint and format check, and the import layering (import-linter)
-	$(BIN)/ruff check controller tests bench e2e
-	$(BIN)/ruff format --check controller tests bench e2e
+	$(BIN)/ruff check controller testenv tests bench e2e
+	$(BIN)/ruff format --check controller testenv tests bench e2e
 	$(BIN)/lint-imports --no-cache
 
 typecheck: setup ## mypy --strict
@@ -64,7 +69,7 @@ unit: controlplane prometheus kustomize ## the test suite only (unit and integra
 
 .PHONY: unit-future
 unit-future: setup prometheus kustomize ## the unit tests with the clock a year ahead (libfaketime): none may depend on the date
-	$(PY) -m controller.testenv.faketime --days 365 -- $(BIN)/pytest -q -p no:cacheprovider tests/unit
+	$(PY) -m testenv.faketime --days 365 -- $(BIN)/pytest -q -p no:cacheprovider tests/unit
 
 test: lint typecheck unit unit-future docs ## everything CI runs: lint, type checks, all tests, the unit tests a year ahead, the docs
 
@@ -78,6 +83,11 @@ reference: setup ## regenerate docs/reference/policy-api.md from controller/api/
 docs: setup ## build the docs site into site/ (MkDocs + Material), after checking the API reference is current
 	$(PY) -m controller.api.reference --check docs/reference/policy-api.md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# make crds-refresh PROJECT=kueue RELEASE=v0.19.3: that project's files at that tag; without
+# PROJECT, all four again at their pinned releases. See third_party/crds/README.md.
+crds-refresh: setup ## download the pinned upstream CRDs (third_party/crds) again, from GitHub, at PROJECT's RELEASE
+	$(PY) -m testenv.thirdparty $(PROJECT) $(RELEASE)
 
 golden: setup ## regenerate the golden render of the example policy
 	$(BIN)/quartermaster render -o tests/golden/example-render.yaml

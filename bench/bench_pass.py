@@ -8,7 +8,7 @@ writes statuses and priority boosts. This times `Reconciler.reconcile` on snapsh
   the last pass wrote (their new resourceVersions), later ones see nothing new; the goal is a
   pass where nothing changed under 50 ms.
 
-The API server is a stand-in here (a mock, said so: `controller.testenv.memoryserver`), because
+The API server is a stand-in here (a mock, said so: `testenv.memoryserver`), because
 what is measured is the controller's own CPU per pass, not the server's (bench_scale.py measures the
 controller against the real test API server). The policy and Workloads are `bench_decide`'s
 (synthetic, 1,000 projects over 4 pools, 10 pending and 2 running Workloads each), made into
@@ -34,8 +34,8 @@ from controller.api.loader import load_policy_set
 from controller.examples.synthetic import synthetic_documents
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.risk.workloads import WorkloadView
-from controller.testenv.kueue_standin import admission, admitted_status, workload_body
-from controller.testenv.memoryserver import MemoryServer
+from testenv.kueue_standin import admission, admitted_status, workload_body
+from testenv.memoryserver import MemoryServer
 
 GOAL_UNCHANGED_SECONDS = 0.05
 QUIET_PASSES = 6

@@ -1,6 +1,6 @@
 """Reconciling at scale against a real API server: 500 projects x 4 pools.
 
-On a fresh control plane (etcd and the CRD API server on loopback; see controller/testenv),
+On a fresh control plane (etcd and the CRD API server on loopback; see testenv),
 with every CRD loaded and each kind listed once (the server answers 429 for a moment after a CRD
 is established; that is not the controller's cost), the synthetic 500-project policy is applied
 and then measured:
@@ -33,11 +33,12 @@ from controller.kube.client import WRITE_VERBS, KubeClient
 from controller.reconcile.diff import ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
-from controller.testenv.controlplane import ControlPlane, find_binaries
-from controller.testenv.counting import resource_of
-from controller.testenv.crds import crd_sources, load_crds, read_crd_set
-from controller.testenv.logconfig import QUIET, configure_logging
-from controller.testenv.procstat import child_peak_rss_mib
+from testenv.controlplane import ControlPlane, find_binaries
+from testenv.counting import resource_of
+from testenv.crds import crd_sources, load_crds, read_crd_set
+from testenv.logconfig import QUIET, configure_logging
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.procstat import child_peak_rss_mib
 
 PROJECTS = 500
 POOLS = 4
@@ -227,6 +228,7 @@ def main() -> None:
                 load_crds(admin, crds.documents)
             line("CRDs established and warmed", f"{took[0]:.1f} s")
             documents = synthetic_documents(projects=PROJECTS, pools=POOLS)
+            ensure_namespaces(admin, [*policy_namespaces(documents), names.DEFAULT_NAMESPACE])
             with timed() as took:
                 for doc in documents:
                     admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)

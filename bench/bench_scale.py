@@ -62,7 +62,7 @@ from controller.examples.synthetic import synthetic_documents
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient, KubeError
 from controller.reconcile.loop import LoopOptions
-from controller.testenv.controller_process import (
+from testenv.controller_process import (
     ControllerProcess,
     RunOptions,
     settle,
@@ -70,11 +70,11 @@ from controller.testenv.controller_process import (
     stop_controller,
     wait_ready,
 )
-from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
-from controller.testenv.counting import ListCountingProxy
-from controller.testenv.crds import crd_sources, load_crds, read_crd_set
-from controller.testenv.faultproxy import kubeconfig_for
-from controller.testenv.kueue_standin import (
+from testenv.controlplane import ControlPlane, find_binaries, free_ports
+from testenv.counting import ListCountingProxy
+from testenv.crds import crd_sources, load_crds, read_crd_set
+from testenv.faultproxy import kubeconfig_for
+from testenv.kueue_standin import (
     admission,
     admitted_status,
     create_workload,
@@ -84,11 +84,12 @@ from controller.testenv.kueue_standin import (
     workload_body,
     write_status,
 )
-from controller.testenv.logconfig import QUIET, configure_logging
-from controller.testenv.logtail import WRITE_FIELDS, LogTail, logged, writes_in
-from controller.testenv.procstat import proc_sample
-from controller.testenv.scheduler import Scheduler
-from controller.testenv.stats import percentiles
+from testenv.logconfig import QUIET, configure_logging
+from testenv.logtail import WRITE_FIELDS, LogTail, logged, writes_in
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.procstat import proc_sample
+from testenv.scheduler import Scheduler
+from testenv.stats import percentiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECTS = 1000
@@ -504,6 +505,7 @@ def build_world(stack: ExitStack, state: Path, args: argparse.Namespace) -> Worl
     stack.callback(admin.close)
     load_crds(admin, read_crd_set(crd_sources()).documents)
     documents = synthetic_documents(projects=args.projects, pools=POOLS)
+    ensure_namespaces(admin, [*policy_namespaces(documents), NAMESPACE])
     started = time.monotonic()
     for doc in documents:
         admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)

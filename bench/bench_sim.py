@@ -16,7 +16,7 @@ error as it runs: the whole benchmark takes tens of minutes on 2 cores.
 
 Usage: bench/bench_sim.py [NAME ...] [--seeds 0,1,2] [--jobs N] [--baselines LIST], NAME from
 philly-busiest14d, philly, alibaba (all when none are given); traces are read from
-$QUARTERMASTER_TRACES, else ../shared/traces.
+$QUARTERMASTER_TRACES, else third_party/traces.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ real API server and measures the controller from outside, as an operator would s
   window, at its end, the growth, min/max and a least-squares slope in MiB/hour (also threads
   and open file descriptors, which leak along with memory);
 - API writes a minute by verb and resource, counted by an HTTP proxy only the controller talks
-  through (the counting proxy of controller/testenv/counting.py, which counts instead of keeping
+  through (the counting proxy of testenv/counting.py, which counts instead of keeping
   a record of each request so the soak itself does not grow, with Nagle off and upstream
   connections kept open so it does not slow the passes it counts: its remaining cost is printed
   by `--direct`);
@@ -81,7 +81,7 @@ from controller.history import REFRESH_SECONDS
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import SERIES_WINDOW
-from controller.testenv.controller_process import (
+from testenv.controller_process import (
     ControllerExitedError,
     RunOptions,
     run_plan,
@@ -90,11 +90,11 @@ from controller.testenv.controller_process import (
     stop_controller,
     wait_ready,
 )
-from controller.testenv.controlplane import ControlPlane, find_binaries, free_ports
-from controller.testenv.counting import BOOKKEEPING, CountingProxy, writes_of
-from controller.testenv.crds import crd_sources, load_crds, read_crd_set
-from controller.testenv.faultproxy import kubeconfig_for
-from controller.testenv.kueue_standin import (
+from testenv.controlplane import ControlPlane, find_binaries, free_ports
+from testenv.counting import BOOKKEEPING, CountingProxy, writes_of
+from testenv.crds import crd_sources, load_crds, read_crd_set
+from testenv.faultproxy import kubeconfig_for
+from testenv.kueue_standin import (
     admission,
     admitted_status,
     create_workload,
@@ -104,9 +104,10 @@ from controller.testenv.kueue_standin import (
     workload_body,
     write_status,
 )
-from controller.testenv.logconfig import QUIET, configure_logging
-from controller.testenv.logtail import LogTail
-from controller.testenv.procstat import (
+from testenv.logconfig import QUIET, configure_logging
+from testenv.logtail import LogTail
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.procstat import (
     MACHINE,
     ProcSample,
     child_peak_rss_mib,
@@ -114,10 +115,10 @@ from controller.testenv.procstat import (
     machine_busy_seconds,
     proc_sample,
 )
-from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
-from controller.testenv.scheduler import Scheduler
-from controller.testenv.scrape import Scrape, bucket_quantile, scrape
-from controller.testenv.stats import percentiles, slope_per_hour
+from testenv.prometheus import PrometheusServer, ScrapeTarget
+from testenv.scheduler import Scheduler
+from testenv.scrape import Scrape, bucket_quantile, scrape
+from testenv.stats import percentiles, slope_per_hour
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GITOPS = "soak-gitops"
@@ -692,6 +693,7 @@ def build_world(stack: ExitStack, options: Options, state: Path, outcome: Outcom
 
     policy = policy_document(prometheus.url if prometheus else None)
     members = projects(datetime.now(UTC))
+    ensure_namespaces(admin, [*policy_namespaces(p.doc for p in members), NAMESPACE])
     for doc in (policy, *(p.doc for p in members)):
         admin.apply(kinds.kind_of(doc), doc, field_manager=GITOPS)
     line(

@@ -45,6 +45,7 @@ from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.render.desired import render
 from controller.risk import recalibration
+from controller.sim import plots
 from controller.sim import run as sim_run
 from controller.sim.assign import DEADLINE_FROM, AssignmentRule
 from controller.sim.engine import BASELINES
@@ -588,13 +589,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     simulate = commands.add_parser(
-        "simulate", help="replay a job trace through the policy and baselines; write a summary"
+        "simulate",
+        help="replay a job trace through the policy and baselines; write a summary",
+        description="Replay a job trace through the policy and the baselines; print the "
+        "figures and write summary.json, summary.md and plots. The plots need matplotlib"
+        + ("" if plots.available() else ", which is not installed here")
+        + f": {plots.INSTALL_HINT}.",
     )
     simulate.add_argument(
         "--trace",
         required=True,
         metavar="FILE",
-        help=f"trace CSV (gzip or plain); a bare name is also looked up in ${sim_run.TRACES_ENV}",
+        help="trace CSV (gzip or plain); a bare name is also looked up in "
+        f"${sim_run.TRACES_ENV}, else the checkout's third_party/traces",
     )
     simulate.add_argument(
         "--policy",
@@ -605,7 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         default=str(sim_run.DEFAULT_OUT),
         metavar="DIR",
-        help="where summary.json, summary.md and the plots go (default %(default)s)",
+        help="where summary.json, summary.md and the plots go (default %(default)s); plots "
+        "need matplotlib, the `sim` extra",
     )
     simulate.add_argument(
         "--seed", type=_seed, default=0, help="seeds the assignment and every run (default 0)"

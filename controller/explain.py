@@ -107,9 +107,18 @@ def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
         f"held for {project}: {held.get(project, 0)}; "
         f"warm pool target {pool.warm_pool_target_gpus or 0} GPUs",
     ]
+    # The pool's thresholds watch the worst deadline risk of every project with quota in it
+    # (controller.decide.mix), not this project's alone: said so, or a project at risk 0.00
+    # would read as the one above the threshold.
     for since, label in (
-        (pool.raise_since, "risk above the raise threshold since"),
-        (pool.lower_since, "risk below the lower threshold since"),
+        (
+            pool.raise_since,
+            "the pool's worst deadline risk (any project's) above the raise threshold since",
+        ),
+        (
+            pool.lower_since,
+            "the pool's worst deadline risk (any project's) below the lower threshold since",
+        ),
         (pool.last_change, "mix last changed"),
     ):
         if since is not None:

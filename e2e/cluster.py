@@ -3,7 +3,7 @@
 What `kind create cluster` or `tilt up` give elsewhere, on a machine without Docker. One
 command starts:
 
-1. etcd and the API server on loopback (`controller/testenv/controlplane.py`), with the pinned
+1. etcd and the API server on loopback (`testenv/controlplane.py`), with the pinned
    upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs, ours, and stand-ins for Lease,
    Event and PriorityClass, as the demo and the tests load them;
 2. a real Prometheus scraping the controller;
@@ -39,26 +39,6 @@ from controller import logs, names
 from controller.examples import EXAMPLE_DIR
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
-from controller.testenv.controller_process import (
-    ControllerExitedError,
-    ControllerNotReadyError,
-    RunOptions,
-    start_controller,
-    stop_controller,
-    wait_ready,
-)
-from controller.testenv.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    cache_dir,
-    find_binaries,
-    free_ports,
-    kubectl_path,
-)
-from controller.testenv.crds import CrdSourceError, crd_sources, load_crds, read_crd_set
-from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
-from controller.testenv.processes import pid_gone
-from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 from controller.yamlio import dump_documents
 from e2e.demo import (
     DemoError,
@@ -71,6 +51,26 @@ from e2e.demo import (
     with_prometheus,
     write_policy,
 )
+from testenv.controller_process import (
+    ControllerExitedError,
+    ControllerNotReadyError,
+    RunOptions,
+    start_controller,
+    stop_controller,
+    wait_ready,
+)
+from testenv.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    cache_dir,
+    find_binaries,
+    free_ports,
+    kubectl_path,
+)
+from testenv.crds import CrdSourceError, crd_sources, load_crds, read_crd_set
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.processes import pid_gone
+from testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 
 DEFAULT_STATE = Path("out/cluster")
 FIELD_MANAGER = "kubectl"
@@ -286,8 +286,10 @@ def kubectl_hint() -> str:
             "  # no kubectl here: `quartermaster plan` and `quartermaster explain` read the "
             "cluster,\n  # and any kubectl works against it"
         )
-    if shutil.which("kubectl") is None:
-        return f"  export PATH={kubectl.parent}:$PATH   # kubectl from the control-plane build"
+    on_path = shutil.which("kubectl")
+    if on_path is None or Path(on_path).resolve() != kubectl.resolve():
+        # None on PATH, or another release: the build's is the server's own.
+        return f"  export PATH={kubectl.parent}:$PATH   # kubectl of the server's release"
     return f"  # kubectl: {kubectl}"
 
 
@@ -356,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(
         f"Starting a local cluster in {args.state_dir}: etcd and the API server with the CRDs, "
         "Prometheus, the example policy and the controller (binaries from "
-        f"{cache_dir().parent})"
+        f"{cache_dir().parent.parent})"
     )
     started = time.monotonic()
     code = 0

@@ -7,7 +7,7 @@ Steps, each timed:
 2. a real Prometheus (Debian's package, `make prometheus`) scraping the controller's /metrics
    every second; the policy points the controller at it, so history works as in a cluster;
 3. the CRDs: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
-   `../shared/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins
+   `third_party/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins
    for the built-in kinds the controller writes (Lease, Event, PriorityClass);
 4. the example policy, applied as a GitOps tool would, with the demo's Prometheus and a one-off
    deadline 72 hours from now (the example's own deadlines recur); the applied files are
@@ -58,7 +58,8 @@ from controller.kube.client import KubeClient, KubeError
 from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import ReconcileResult
-from controller.testenv.controlplane import (
+from controller.yamlio import dump_documents
+from testenv.controlplane import (
     BUILD_COST,
     Binaries,
     ControlPlane,
@@ -67,11 +68,10 @@ from controller.testenv.controlplane import (
     free_ports,
     kubectl_path,
 )
-from controller.testenv.crds import CrdSet, CrdSourceError, crd_sources, load_crds, read_crd_set
-from controller.testenv.logconfig import LOGS, QUIET, configure_logging
-from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
-from controller.testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
-from controller.yamlio import dump_documents
+from testenv.crds import CrdSet, CrdSourceError, crd_sources, load_crds, read_crd_set
+from testenv.logconfig import LOGS, QUIET, configure_logging
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.prometheus import PrometheusError, PrometheusServer, ScrapeTarget
 
 GITOPS = "demo-gitops"
 """The field manager the policy is applied with, as Argo CD or Flux would."""

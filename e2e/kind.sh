@@ -7,7 +7,7 @@
 # Installs, pinned: Kueue 0.19.2 (its release manifests, configured to copy our labels from Jobs
 # to their Workloads: see below), KEDA (its release manifests), the
 # Prometheus Operator with a Prometheus (the operator's bundle plus a small Prometheus object),
-# Karpenter's NodePool/NodeClaim CRDs from ../shared/crds (no Karpenter controller: there is no
+# Karpenter's NodePool/NodeClaim CRDs from third_party/crds (no Karpenter controller: there is no
 # cloud provider behind kind, so NodePools are written and read but never provision a node),
 # and Quartermaster itself: the image built here, loaded into kind, and `kubectl apply -k
 # manifests/overlays/dev`. Then the same runner as CI, submitting batch/v1 Jobs as users do:
@@ -38,7 +38,7 @@ KEEP=false
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"  # `python -m e2e...` imports from the checkout
-SHARED_CRDS=${QUARTERMASTER_UPSTREAM_CRDS:-$REPO/../shared/crds}
+UPSTREAM_CRDS=${QUARTERMASTER_UPSTREAM_CRDS:-$REPO/third_party/crds}
 KUBECONFIG_FILE=$REPO/out/e2e/kind.kubeconfig
 PY=${PY:-$REPO/.venv/bin/python}
 mkdir -p "$REPO/out/e2e"
@@ -115,15 +115,15 @@ spec:
 YAML
 
 log "installing Karpenter's CRDs (no Karpenter controller on kind)"
-kubectl apply --server-side -f "$SHARED_CRDS/karpenter"
+kubectl apply --server-side -f "$UPSTREAM_CRDS/karpenter"
 
 log "building and loading the controller image"
 docker build -t quartermaster:dev "$REPO"
 kind load docker-image quartermaster:dev --name "$CLUSTER"
 
 log "installing Quartermaster from manifests/overlays/dev"
-"$PY" -c "from controller.testenv.kustomize import kustomize_path; print(kustomize_path())" >/dev/null
-KUSTOMIZE=$("$PY" -c "from controller.testenv.kustomize import kustomize_path; print(kustomize_path())")
+"$PY" -c "from testenv.kustomize import kustomize_path; print(kustomize_path())" >/dev/null
+KUSTOMIZE=$("$PY" -c "from testenv.kustomize import kustomize_path; print(kustomize_path())")
 "$KUSTOMIZE" build "$REPO/manifests/overlays/dev" | kubectl apply --server-side -f -
 kubectl -n quartermaster-system rollout status deployment/quartermaster --timeout=300s
 for ns in llm; do kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f -; done

@@ -3,7 +3,7 @@
 One runner, two places to run it:
 
 - `--local` (CI, any machine): a real etcd and API server on loopback with the upstream CRDs
-  (controller/testenv), an empty real Prometheus (history available, so the controller may
+  (testenv), an empty real Prometheus (history available, so the controller may
   lower), and the controller started as its own process (`quartermaster run`) with leader
   election on, exactly as the Deployment runs it.
 - `--kubeconfig` (e2e/kind.sh, or any cluster): the controller installed from `manifests/`,
@@ -60,12 +60,12 @@ from typing import Any, Literal, TypeVar, get_args
 from controller import logs, names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
-from controller.testenv.controller_process import RunOptions, start_controller, stop_controller
-from controller.testenv.controlplane import ControlPlane, free_ports
-from controller.testenv.crds import crd_sources, load_crds, read_crd_set
-from controller.testenv.namespaces import ensure_namespaces, policy_namespaces
-from controller.testenv.prometheus import PrometheusServer
 from e2e.demo import example_documents
+from testenv.controller_process import RunOptions, start_controller, stop_controller
+from testenv.controlplane import ControlPlane, free_ports
+from testenv.crds import crd_sources, load_crds, read_crd_set
+from testenv.namespaces import ensure_namespaces, policy_namespaces
+from testenv.prometheus import PrometheusServer
 
 T = TypeVar("T")
 Document = dict[str, Any]

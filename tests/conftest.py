@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.testenv.processes import sigterm_as_keyboard_interrupt
+from testenv.processes import sigterm_as_keyboard_interrupt
 
 
 def pytest_configure() -> None:
     """SIGTERM stops the run as Ctrl-C does, so the control plane and Prometheus fixtures are
-    torn down (their servers die with pytest in any case: controller.testenv.processes)."""
+    torn down (their servers die with pytest in any case: testenv.processes)."""
     sigterm_as_keyboard_interrupt()

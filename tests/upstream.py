@@ -1,7 +1,7 @@
 """Check rendered objects against the schemas the real API server would enforce, offline.
 
 Custom resources (Kueue, KEDA, Karpenter) are checked against the pinned upstream CRDs in
-`../shared/crds` (or the folder named by `QUARTERMASTER_UPSTREAM_CRDS`): their OpenAPI v3
+`third_party/crds` (or the folder named by `QUARTERMASTER_UPSTREAM_CRDS`): their OpenAPI v3
 structural schema through jsonschema, and their `x-kubernetes-validations` CEL rules through
 celpy where celpy can evaluate them. Built-in kinds (Deployment, PriorityClass) are checked
 against the Kubernetes OpenAPI schemas that `kubernetes_validate` ships, in strict mode.
@@ -53,14 +53,14 @@ class UpstreamCrdsMissingError(RuntimeError):
 
 
 def upstream_crds_dir() -> Path:
-    """`$QUARTERMASTER_UPSTREAM_CRDS` if set, else `<repo root>/../shared/crds`; must exist."""
+    """`$QUARTERMASTER_UPSTREAM_CRDS` if set, else `<repo root>/third_party/crds`; must exist."""
     configured = os.environ.get(ENV_VAR)
-    directory = Path(configured) if configured else REPO_ROOT.parent / "shared" / "crds"
+    directory = Path(configured) if configured else REPO_ROOT / "third_party" / "crds"
     if not directory.is_dir():
         source = f"${ENV_VAR}" if configured else f"the default (${ENV_VAR} is not set)"
         raise UpstreamCrdsMissingError(
             f"upstream CRD directory {directory} from {source} does not exist: the schema "
-            "tests need the pinned Kueue, KEDA and Karpenter CRDs (shared/crds beside the "
+            "tests need the pinned Kueue, KEDA and Karpenter CRDs (third_party/crds in the "
             f"repository), or set {ENV_VAR} to a folder holding them"
         )
     return directory

@@ -193,13 +193,28 @@ def needs_apply(desired: KubeObject, live: Mapping[str, Any]) -> bool:
     return last_applied(live) != desired or not is_subset(stored_form(desired), stored_form(live))
 
 
+def list_keys(items: Sequence[Any]) -> list[str]:
+    """How `plan` and the log name each item of a list: by its `name` where every item has a
+    distinct one that cannot be read as an index (`resources[cpu]`, `flavors[a100-spot]`: the
+    list-map key Kubernetes merges these lists by), else by position (`resourceGroups[0]`).
+
+    By name, an item keeps its path when one is inserted before it, so the change shown is the
+    field that changed, not every field after it."""
+    names = [item.get("name") if isinstance(item, Mapping) else None for item in items]
+    if all(isinstance(n, str) and n and not n.isdigit() for n in names) and len(set(names)) == len(
+        names
+    ):
+        return [str(n) for n in names]
+    return [str(i) for i in range(len(items))]
+
+
 def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(value, dict) and value:
         for key, item in value.items():
             yield from _leaves(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list) and value:
-        for i, item in enumerate(value):
-            yield from _leaves(item, f"{path}[{i}]")
+        for key, item in zip(list_keys(value), value, strict=True):
+            yield from _leaves(item, f"{path}[{key}]")
     else:
         yield path, value
 

@@ -4,7 +4,7 @@ The plan decides which pending deadline workloads go to on-demand (`controller.d
 this builds the one write that carries a lane out. Kueue 0.19.2 takes a change of a pending
 Workload's `spec.podSets[*].template.spec.nodeSelector`, admits it on the flavor whose node
 labels match, and writes the selector to the Job; patching the Job's template does not reach a
-Workload that already exists (`../shared/design.md`, real-cluster facts). Its webhook refuses
+Workload that already exists (tried on a real kube-apiserver with Kueue 0.19.2). Its webhook refuses
 pod-set changes once quota is reserved, and by then the flavor is chosen: a lane is written only
 to a Workload with no quota reserved, and never taken off one.
 

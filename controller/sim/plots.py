@@ -96,6 +96,11 @@ DRAIN_QUEUED = 0.01
 """A hundredth: a few stragglers left of a long queue do not hold the drain open."""
 
 
+INSTALL_HINT = "pip install 'quartermaster[sim]' (in a checkout, make setup installs it)"
+"""How to get the plots: matplotlib comes with the `sim` extra, which the controller image
+leaves out. Said wherever a missing plot could surprise: the command's help and output."""
+
+
 def available() -> bool:
     """Whether matplotlib can be imported (only plots need it)."""
     return importlib.util.find_spec("matplotlib") is not None

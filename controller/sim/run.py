@@ -65,10 +65,11 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def traces_dir() -> Path:
-    """Where traces are looked for by name: $QUARTERMASTER_TRACES, else ../shared/traces beside
-    the repository (where the shared traces live next to a checkout)."""
+    """Where traces are looked for by name: $QUARTERMASTER_TRACES, else the checkout's
+    `third_party/traces` (the installed package carries no traces: 0.9 MB of data a cluster
+    never reads)."""
     configured = os.environ.get(TRACES_ENV)
-    return Path(configured) if configured else _REPO_ROOT.parent / "shared" / "traces"
+    return Path(configured) if configured else _REPO_ROOT / "third_party" / "traces"
 
 
 def resolve_trace(text: str) -> Path:
@@ -77,10 +78,10 @@ def resolve_trace(text: str) -> Path:
     given = Path(text)
     if given.is_file():
         return given
-    shared = traces_dir() / text
-    if not given.is_absolute() and shared.is_file():
-        return shared
-    raise FileNotFoundError(f"trace {text!r}: no such file (also looked for {shared})")
+    named = traces_dir() / text
+    if not given.is_absolute() and named.is_file():
+        return named
+    raise FileNotFoundError(f"trace {text!r}: no such file (also looked for {named})")
 
 
 _NUMBER = re.compile(r"^[0-9]*\.?[0-9]+$")
@@ -576,7 +577,9 @@ def write_outputs(
             title=f"Replay of {title}",
             inputs=_inputs_lines(inputs, seed=seed)
             + (
-                [] if drawn else ["plots: not drawn (matplotlib is not installed: the `sim` extra)"]
+                []
+                if drawn
+                else [f"plots: not drawn (matplotlib is not installed): {plots.INSTALL_HINT}"]
             ),
             assignment=assignment_statement(inputs.rule),
             policy=_policy_statement(context["policy"]),
@@ -640,7 +643,7 @@ def simulate(
     tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
     figures = figures_for_runs(results, tiers=tier_order)
     if not plots.available():
-        err.write("plots skipped: matplotlib is not installed (pip install 'quartermaster[sim]')\n")
+        err.write(f"plots skipped: matplotlib is not installed; {plots.INSTALL_HINT}\n")
     files = write_outputs(
         out_dir,
         inputs,
@@ -654,6 +657,8 @@ def simulate(
     peak = peak_rss_any_mib()
     out.write(terminal_summary(figures, measurements))
     out.write(f"\nwrote {', '.join(str(f) for f in files)}\n")
+    if not plots.available():
+        out.write(f"no plots (matplotlib is not installed): {plots.INSTALL_HINT}\n")
     out.write(f"total wall time {wall:.1f} s, peak RSS {peak:,.0f} MiB (largest process)\n")
     out.flush()
     return Simulation(inputs, results, list(figures), measurements, files, wall, peak)

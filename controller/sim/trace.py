@@ -1,4 +1,4 @@
-"""Reading a job trace (the CSV schema of /work/shared/traces) into TraceJobs.
+"""Reading a job trace (the CSV schema of third_party/traces) into TraceJobs.
 
 The traces are large (Philly has 111,539 rows), so the file is streamed through the csv module
 row by row, not read whole, and a row becomes a TraceJob straight away. Real traces hold rows
@@ -51,7 +51,7 @@ class BusiestWindow:
     jobs loads a cluster less than one day of a few week-long 8-GPU jobs. The two measures pick
     different windows. On Philly, `busiest14d` is days 61-74 (the window [61 d, 75 d)):
     28,479 jobs and 763,004 GPU-hours. The busiest 14 days by job count, which
-    ../shared/traces/README.md quotes, are days 56-69: 33,408 jobs but 654,892 GPU-hours.
+    third_party/traces/README.md quotes, are days 56-69: 33,408 jobs but 654,892 GPU-hours.
     """
 
     days: int = 14

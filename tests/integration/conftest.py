@@ -1,9 +1,9 @@
 """A real API server for the integration tests, started once per session.
 
-The control plane (etcd + the CRD API server kube-apiserver embeds, see controller/testenv)
+The control plane (etcd + the CRD API server kube-apiserver embeds, see testenv)
 loads our CRDs, the pinned upstream CRDs of Kueue, KEDA, Karpenter and the Prometheus Operator,
 and stand-in CRDs for the three built-in kinds the controller writes (Lease, Event,
-PriorityClass; see controller/testenv/standins). The API server therefore enforces the real
+PriorityClass) and for namespaces (see testenv/standins). The API server therefore enforces the real
 upstream schemas and CEL rules. With `KUBEBUILDER_ASSETS` pointing at a real kube-apiserver
 and etcd, the same tests run against that instead, which serves the built-in kinds itself.
 
@@ -13,8 +13,9 @@ The tests hold on both servers:
   none of the built-in kinds but through the stand-ins; a kube-apiserver serves them all and
   answers an unknown token with 401;
 - the namespaces a test writes into are created first (`ensure_namespaces`; the `kube`
-  fixture creates the controller's, and `test_reconcile.apply_doc` a project's), a no-op on
-  the CRD server;
+  fixture creates the controller's, and `test_reconcile.apply_doc` a project's): both servers
+  refuse a create in a namespace that does not exist (the CRD server through its admission
+  and NamespaceStandIns, testenv/namespaces.py);
 - the clean slate after each test deletes what tests and the controllers they ran wrote, and
   leaves alone what a kube-apiserver makes for itself (`system-` PriorityClasses, which it
   refuses to delete, and everything in the `kube-*` namespaces).
@@ -34,8 +35,8 @@ from controller import names
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.kube.crds import install_crds, read_crds
-from controller.testenv import namespaces
-from controller.testenv.controlplane import ControlPlane
+from testenv import namespaces
+from testenv.controlplane import ControlPlane
 from tests.upstream import upstream_crds_dir
 
 REPO_ROOT = Path(__file__).parents[2]
@@ -120,7 +121,7 @@ def delete_everything(client: KubeClient) -> list[str]:
 
     A deletion the server refuses (403) or that conflicts (409) is reported on stderr and
     returned, not raised: the clean-up of one object must not hide the test's own result or
-    leave every later object in place. Namespaces stay (see controller/testenv/namespaces.py).
+    leave every later object in place. Namespaces stay (see testenv/namespaces.py).
     """
     refused: list[str] = []
     for kind, item in written_objects(client):
@@ -152,9 +153,8 @@ def delete_everything(client: KubeClient) -> list[str]:
 
 
 def ensure_namespaces(client: KubeClient, *names_: str) -> None:
-    """Create these namespaces where the server serves core `v1` (a real kube-apiserver, which
-    refuses writes into a namespace that does not exist); a no-op on the CRD-only server, which
-    has no Namespace kind and takes any namespace in a path."""
+    """Make these namespaces: both servers refuse a create in a namespace that does not exist
+    (the CRD-only server through its NamespaceStandIns; see testenv/namespaces.py)."""
     namespaces.ensure_namespaces(client, names_)
 
 

@@ -6,9 +6,9 @@ status writes) bounded by the minimum interval between passes.
 
 What is real: the API server and etcd, the watch streams they send (bookmarks included), and every
 request the reflectors make, logged with its query by the `ControlledProxy` of
-controller/testenv/faultproxy.py. The proxy also injects what the server will not send on demand: a
+testenv/faultproxy.py. The proxy also injects what the server will not send on demand: a
 410 (as a status and as an ERROR event) and a line that is not a watch event. Stand-ins: Lease is a
-custom resource on this server (controller/testenv/standins), the simplest kind it stores, used here
+custom resource on this server (testenv/standins), the simplest kind it stores, used here
 as any collection would be.
 """
 
@@ -27,9 +27,10 @@ from structlog.testing import capture_logs
 from controller.kube import kinds
 from controller.kube.cache import Reflector, Source, Store
 from controller.kube.client import KubeClient, WatchEvent
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import ControlledProxy, client_for, list_of, watch_of
-from controller.testenv.rbac import attributes
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import ControlledProxy, client_for, list_of, watch_of
+from testenv.rbac import attributes
+from tests.integration.conftest import ensure_namespaces
 from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_controller_faults import RunningController, options
 from tests.integration.test_fault_convergence import example_policy, wait_until
@@ -53,6 +54,14 @@ def lease(name: str, *, step: int = 0, namespace: str = NAMESPACE) -> dict[str, 
 
 def names_in(store: Store) -> list[str]:
     return [o["metadata"]["name"] for o in store.items()]
+
+
+@pytest.fixture
+def kube(kube: KubeClient) -> KubeClient:
+    """The conftest's client, with the two namespaces these tests write Leases into made first:
+    a server refuses a create in a namespace that does not exist (the test server too)."""
+    ensure_namespaces(kube, NAMESPACE, ELSEWHERE)
+    return kube
 
 
 @pytest.fixture

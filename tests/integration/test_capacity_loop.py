@@ -4,7 +4,7 @@ What is real: the API server and etcd enforcing the real Kueue and Karpenter sch
 object the reconciler writes and reads back, the status subresources, the Workloads (created as
 Kueue records them), a Prometheus server (empty: it makes history available, which lowering
 requires) and `quartermaster explain` run as a process. Stand-ins: Event is a custom resource
-on this server (controller/testenv/standins); no Kueue or Karpenter controller runs, so nothing
+on this server (testenv/standins); no Kueue or Karpenter controller runs, so nothing
 admits a Workload or provisions a node; the clock is injected (the reconciler and its Event
 recorder read the same one), so an evaluation window or a cooldown passes in one step and the
 test passes on any date. Passes run in-process so each write can be counted.
@@ -41,8 +41,8 @@ from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.diff import ref, show_ref
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.prometheus import PrometheusServer
+from testenv.controlplane import ControlPlane
+from testenv.prometheus import PrometheusServer
 from tests.clock import Clock
 from tests.integration.test_reconcile import apply_doc, condition, example_documents
 

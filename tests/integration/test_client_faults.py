@@ -1,6 +1,6 @@
 """KubeClient against a real API server that misbehaves: retries, giving up, and watches.
 
-The faults come from controller/testenv/faultproxy.py, a real HTTP proxy in front of the real
+The faults come from testenv/faultproxy.py, a real HTTP proxy in front of the real
 server, so every answer the client sees went through urllib3 and the official client exactly as in a
 cluster: a 429 with Retry-After, 5xx, conflicts, dropped connections, an API server that restarts,
 and a watch whose resourceVersion the server no longer has.
@@ -20,8 +20,8 @@ import pytest
 
 from controller.kube.client import KubeClient, KubeError, RetryPolicy, WatchEvent
 from controller.kube.kinds import LEASE
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import FaultProxy, client_for, kubeconfig_for, status_body
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import FaultProxy, client_for, kubeconfig_for, status_body
 from tests.integration.conftest import CLEANED_KINDS, ensure_namespaces
 
 NAMESPACE = "client-faults"

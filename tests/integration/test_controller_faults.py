@@ -4,10 +4,10 @@ What is real: the API server and etcd (stopped and restarted as processes, servi
 Karpenter and KEDA CRDs), the HTTP the controller sends, and the `Controller` loop with its watches,
 leader election and backoff running in a thread, or the `Reconciler` on its own where one pass is
 the subject. The faults come from stopping the API server itself or from
-controller/testenv/faultproxy.py, a real HTTP proxy in front of it that answers chosen requests
+testenv/faultproxy.py, a real HTTP proxy in front of it that answers chosen requests
 itself (429 with Retry-After) and records every request, which is how request rates are counted.
 Stand-ins: on the CRD-only test server these tests normally run on, `coordination.k8s.io/v1` Lease
-and `events.k8s.io/v1` Event are custom resources (controller/testenv/standins); apps/v1 is not
+and `events.k8s.io/v1` Event are custom resources (testenv/standins); apps/v1 is not
 served, so warm-pool Deployments are left out of every comparison, as the controller leaves them out
 (a kube-apiserver serves them, and they are compared like the rest). Prometheus is not running: the
 controller reports its history as unavailable.
@@ -36,8 +36,8 @@ from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import FaultProxy, client_for
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import FaultProxy, client_for
 from tests.integration.conftest import new_client
 from tests.integration.test_reconcile import apply_doc, example_documents
 
@@ -261,8 +261,7 @@ def test_429_with_retry_after_on_the_first_patches_is_waited_out_and_the_pass_su
     assert result.created == len(expected)
     assert fault.hits == throttled
     patches = [r for r in proxy.requests if r.method == "PATCH"]
-    print(f"\nproxy log, first PATCHes: {[(r.status, r.path) for r in patches[: throttled + 2]]}")
-    assert [r.status for r in patches[:throttled]] == [429] * throttled
+    assert [r.status for r in patches[:throttled]] == [429] * throttled, patches[: throttled + 2]
     assert all(200 <= r.status < 300 for r in patches[throttled:])
     # The same object was sent again after each 429, a full Retry-After later.
     assert len({r.path for r in patches[: throttled + 1]}) == 1
@@ -270,7 +269,11 @@ def test_429_with_retry_after_on_the_first_patches_is_waited_out_and_the_pass_su
     assert all(gap >= 1.0 for gap in gaps), gaps
     assert elapsed >= throttled * 1.0
     assert client.stats.retries == throttled
-    assert len(patches) == throttled + result.created + result.status_writes
+    # Every write of the pass but a prune (a DELETE) is a server-side apply, a PATCH: creates,
+    # status writes, boosts and, where apps/v1 is served, the hand-over that follows each warm
+    # pool's create. Counted from what the pass reports, so it holds on either server.
+    assert result.pruned == 0
+    assert len(patches) == throttled + result.writes
     assert sorted(show_ref(ref(o)) for o in live_managed(kube)) == sorted(expected)
 
 

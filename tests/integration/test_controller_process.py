@@ -4,12 +4,12 @@ What is real: the processes, their signal handling, their /healthz and /readyz e
 JSON logs, the API server and etcd (serving the real Kueue, Karpenter and KEDA CRDs), and the
 HTTP each replica sends. Stand-ins: on the CRD-only test server these tests normally run on,
 `coordination.k8s.io/v1` Lease and `events.k8s.io/v1` Event are custom resources
-(controller/testenv/standins), so leader election is checked against our own Lease bodies, not
+(testenv/standins), so leader election is checked against our own Lease bodies, not
 the built-in schema; apps/v1 is not served, so warm-pool Deployments are left out, as the
 controller leaves them out.
 
 Each replica of the two-replica test talks to the server through its own fault proxy
-(controller/testenv/faultproxy.py, no faults injected), so every request a replica made is on
+(testenv/faultproxy.py, no faults injected), so every request a replica made is on
 record: that is how the standby is shown to write nothing. Timings are short (lease 3 s, so renew
 deadline 2 s and retry period 0.4 s) and the failover and hand-over times are measured and printed
 (`pytest -s`), and appended to FAILOVER_LOG.
@@ -37,10 +37,10 @@ from controller.examples import EXAMPLE_DIR
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS, KubeClient
 from controller.render.desired import render
-from controller.testenv.controller_process import RunOptions, get_status, start_controller
-from controller.testenv.controlplane import ControlPlane, free_ports
-from controller.testenv.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
-from controller.testenv.logtail import writes_in
+from testenv.controller_process import RunOptions, get_status, start_controller
+from testenv.controlplane import ControlPlane, free_ports
+from testenv.faultproxy import FaultProxy, ProxiedRequest, kubeconfig_for
+from testenv.logtail import writes_in
 from tests.integration.test_reconcile import apply_doc, example_documents, project
 
 REPO_ROOT = Path(__file__).parents[2]

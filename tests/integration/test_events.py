@@ -1,6 +1,6 @@
 """Events written to a real API server: their shape, series for repeats, and best effort.
 
-Event is a stand-in CRD here (controller/testenv/standins): the test API server serves
+Event is a stand-in CRD here (testenv/standins): the test API server serves
 `events.k8s.io/v1` Event as a custom resource without the built-in schema or validation, so
 these tests read every field back and check it against what the real Event API requires.
 """
@@ -20,7 +20,7 @@ from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.kube.events import EventRecorder, event_name, truncate_note
 from controller.kube.leader import parse_microtime
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 from tests.builders import policy_doc
 from tests.clock import Clock
 from tests.integration.conftest import ensure_namespaces, new_client

@@ -14,7 +14,7 @@ makes a policy change (a quota edit and a new project), and then proves two thin
 
 What is real: etcd and the API server (stopped, killed and restarted as processes), the upstream
 Kueue, Karpenter and KEDA schemas, every request the controller sends. The other faults come from
-the `ControlledProxy` of controller/testenv/faultproxy.py, which sees the query string (a LIST and a
+the `ControlledProxy` of testenv/faultproxy.py, which sees the query string (a LIST and a
 WATCH share a path), cuts one kind's open watch, holds a request until the test lets it go, and
 answers a watch with an `ERROR` event (410 Expired) in a 200 stream, as the API server does when a
 watch's resourceVersion has been compacted away. Prometheus is down in every test (the policy points
@@ -57,8 +57,8 @@ from controller.reconcile.diff import is_subset, ref, show_ref
 from controller.reconcile.reconciler import plan_against_cluster
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
-from controller.testenv.controlplane import ControlPlane, free_ports
-from controller.testenv.faultproxy import ControlledProxy, client_for, watch_of
+from testenv.controlplane import ControlPlane, free_ports
+from testenv.faultproxy import ControlledProxy, client_for, watch_of
 from tests.integration.conftest import CLEANED_KINDS, new_client
 from tests.integration.test_controller_faults import RunningController, live_managed, options
 from tests.integration.test_metrics_prometheus import policy_documents, workload

@@ -31,8 +31,8 @@ from controller.api.types import PrometheusSettings
 from controller.history import HistoryReader, redact_url
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.prometheus import PrometheusServer
+from testenv.controlplane import ControlPlane
+from testenv.prometheus import PrometheusServer
 from tests.integration.conftest import Server
 
 TOKEN = "s3cr3t-token-4f9a2c"

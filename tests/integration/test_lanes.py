@@ -35,7 +35,7 @@ from controller.kube.client import KubeClient
 from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 from tests.clock import Clock
 from tests.integration.test_reconcile import apply_doc, example_documents
 

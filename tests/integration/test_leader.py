@@ -1,7 +1,7 @@
 """Leader election against a real API server, with short timings (lease 3 s, renew 2 s, retry
 0.5 s) so failover is measured, not assumed.
 
-Lease is a stand-in CRD here (controller/testenv/standins): the test API server serves
+Lease is a stand-in CRD here (testenv/standins): the test API server serves
 `coordination.k8s.io/v1` Lease as a custom resource without the built-in schema, so what is
 checked is our own body, resourceVersion handling and timing, as a real cluster would see them.
 """
@@ -19,7 +19,7 @@ from controller import names
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.kube.leader import LeaderElector, LeaseRecord
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 from tests.integration.conftest import new_client
 
 NAMESPACE = names.DEFAULT_NAMESPACE

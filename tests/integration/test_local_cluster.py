@@ -23,7 +23,7 @@ from typing import IO
 
 import pytest
 
-from controller.testenv.processes import pid_gone
+from testenv.processes import pid_gone
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "manifests" / "examples"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from controller.kube.cache import Observed
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import ReconcileResult
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 from tests.integration.conftest import new_client
 from tests.integration.test_controller_faults import RunningController, options, wait_for
 from tests.integration.test_reconcile import apply_doc, example_documents

@@ -4,7 +4,7 @@ Which kinds the server checks is read from its discovery, not assumed. The CRD-o
 serves CRDs (apiextensions.k8s.io) and every CRD group; with the upstream Prometheus Operator
 CRDs loaded, our CRDs, the ServiceMonitor and the PrometheusRule are checked by the server
 itself, its structural schemas and CEL rules included. Core, apps, policy, rbac and networking
-kinds cannot be served by it (see ../shared/controlplane/README.md); those are checked against
+kinds cannot be served by it (see testenv/controlplane.py); those are checked against
 Kubernetes' own strict schemas in tests/unit/test_manifests.py. A kube-apiserver serves them
 all, and checks every object. This test asserts which kinds went where, so no kind the server
 could check is left to the offline check silently.
@@ -21,8 +21,8 @@ import pytest
 
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.kinds import Kind
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.kustomize import build
+from testenv.controlplane import ControlPlane
+from testenv.kustomize import build
 from tests.integration.conftest import discovered_kinds, new_client
 
 REPO = Path(__file__).resolve().parents[2]

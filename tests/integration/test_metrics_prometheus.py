@@ -2,13 +2,13 @@
 
 What is real: `python -m controller.cli run` as an OS process (its loop, leader election, /metrics
 on its health port), the API server and etcd with the real Kueue, Karpenter and KEDA schemas,
-and Prometheus (Debian's package, controller/testenv/prometheus.py) scraping that /metrics every
+and Prometheus (Debian's package, testenv/prometheus.py) scraping that /metrics every
 second, read back through prometheus-api-client, as the controller itself and KEDA's
 Prometheus scaler ask. The example policy's `spec.prometheus.url` points at that Prometheus, so
 the controller reads its history there and the KEDA ScaledObjects it writes query it.
 
 Stand-ins: Lease and Event are custom resources on the CRD-only server
-(controller/testenv/standins); apps/v1 is not served there, so the warm-pool Deployments are
+(testenv/standins); apps/v1 is not served there, so the warm-pool Deployments are
 left out (their ScaledObjects are not); no Kueue or Karpenter controller runs, so the
 Workloads stay pending. Prometheus scrapes the one controller twice, under two jobs, standing
 for two replicas exporting the same series: a KEDA query must still give exactly one sample.
@@ -45,8 +45,8 @@ from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.render.desired import render
 from controller.render.keda import warm_pool_query
-from controller.testenv.controlplane import ControlPlane, free_ports
-from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
+from testenv.controlplane import ControlPlane, free_ports
+from testenv.prometheus import PrometheusServer, ScrapeTarget
 from tests.integration.conftest import delete_everything, ensure_namespaces, new_client
 from tests.integration.test_capacity_loop import deadline_workload
 from tests.integration.test_reconcile import apply_doc, example_documents

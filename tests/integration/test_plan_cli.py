@@ -24,9 +24,9 @@ from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import Reconciler
 from controller.render.desired import render
-from controller.testenv import controller_process
-from controller.testenv.controller_process import PlanRun
-from controller.testenv.controlplane import ControlPlane, free_ports
+from testenv import controller_process
+from testenv.controller_process import PlanRun
+from testenv.controlplane import ControlPlane, free_ports
 from tests.integration.conftest import Server, written_objects
 from tests.integration.test_reconcile import apply_doc, example_documents, workload
 

@@ -12,9 +12,9 @@ import requests
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from urllib3.util.retry import Retry
 
-from controller.testenv import prometheus
-from controller.testenv.controlplane import free_ports
-from controller.testenv.prometheus import PrometheusServer, ScrapeTarget
+from testenv import prometheus
+from testenv.controlplane import free_ports
+from testenv.prometheus import PrometheusServer, ScrapeTarget
 
 QUERY = 'qm_harness_free_gpus{pool="a100"}'
 

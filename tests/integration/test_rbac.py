@@ -2,8 +2,8 @@
 
 The test API server cannot answer a SubjectAccessReview (it authorizes only system:masters and
 serves no rbac.authorization.k8s.io), so this is the equivalent check, against the real server:
-every request the controller makes is recorded by controller/testenv/faultproxy.py on its way to the
-server, turned into the attributes the API server's authorizer sees (controller/testenv/rbac.py),
+every request the controller makes is recorded by testenv/faultproxy.py on its way to the
+server, turned into the attributes the API server's authorizer sees (testenv/rbac.py),
 and checked against the roles `kustomize build manifests/base` binds to the ServiceAccount, both
 ways:
 
@@ -19,7 +19,7 @@ Events, the priority boost, and pruning a removed project. An Event repeat (a PA
 series) is made deterministic: a pass a minute after the fleet shrinks warns again that a
 project's queues are kept for their Workloads, and the test checks that Event's series on the
 server before anything else. Stand-ins: Lease and Event are custom resources on this server
-(controller/testenv/standins).
+(testenv/standins).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from controller.kube.client import KubeClient
 from controller.kube.events import EventRecorder
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import FaultProxy, client_for
-from controller.testenv.kustomize import build
-from controller.testenv.rbac import (
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import FaultProxy, client_for
+from testenv.kustomize import build
+from testenv.rbac import (
     Attributes,
     Grant,
     attributes,

@@ -24,7 +24,7 @@ from controller.reconcile.diff import is_subset, ref, show_ref
 from controller.reconcile.reconciler import Reconciler, ReconcileResult
 from controller.reconcile.stored import stored_form
 from controller.render.desired import render
-from controller.testenv.namespaces import policy_namespaces
+from testenv.namespaces import policy_namespaces
 from tests.integration.conftest import Server, ensure_namespaces
 
 GITOPS = "gitops"

@@ -33,7 +33,7 @@ from controller.kube.events import EventRecorder
 from controller.reconcile.diff import is_subset, ref, show_ref, update_form
 from controller.reconcile.reconciler import Reconciler
 from controller.render.desired import render
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 from tests.integration.conftest import Server, written_objects
 from tests.integration.test_plan_cli import IN_SYNC, policy_dir, run_plan, unserved_lines
 from tests.integration.test_reconcile import apply_doc, example_documents, managed, writes_of

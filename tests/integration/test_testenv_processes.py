@@ -1,7 +1,7 @@
 """The test servers die with the process that started them, however it ends.
 
 etcd, the API server and Prometheus are children of the test (or demo) process. Killed with
-SIGTERM or SIGKILL, that process runs no cleanup; before `controller.testenv.processes` the
+SIGTERM or SIGKILL, that process runs no cleanup; before `testenv.processes` the
 servers were adopted by PID 1 and kept running. Each case starts a real Python process that
 starts the real servers, reports their PIDs, and is then killed; the test waits, polling, for
 every reported PID to be gone.
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from controller.testenv.processes import pid_gone
+from testenv.processes import pid_gone
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 60.0
@@ -32,8 +32,8 @@ STARTER = """
 import json, os, sys, threading, time
 from pathlib import Path
 from controller.kube.client import KubeClient
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.prometheus import PrometheusServer
+from testenv.controlplane import ControlPlane
+from testenv.prometheus import PrometheusServer
 
 started = {}
 def start():
@@ -131,8 +131,8 @@ PYTEST_RUN = """
 import json, os, time
 from pathlib import Path
 import pytest
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.prometheus import PrometheusServer
+from testenv.controlplane import ControlPlane
+from testenv.prometheus import PrometheusServer
 
 @pytest.fixture(scope="session")
 def servers():

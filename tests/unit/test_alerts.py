@@ -2,7 +2,7 @@
 
 `manifests/base/prometheusrule.yaml` is what the prometheus-operator turns into a rule file;
 its `spec` is exactly that file's content. So the tests write the `spec` out, have the real
-promtool (Debian's Prometheus 2.42, see `controller.testenv.prometheus`) check it and run the
+promtool (Debian's Prometheus 2.42, see `testenv.prometheus`) check it and run the
 unit tests of `tests/alerts/quartermaster.test.yaml` against it, and check the object itself
 against the pinned upstream PrometheusRule CRD. The coverage tests make sure a new alert cannot
 be added without a case that fires and a case that must stay silent: an alert that has never
@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
-from controller.testenv import prometheus
+from testenv import prometheus
 from tests import upstream
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ until the day it is needed, and a renamed metric silently breaks every panel and
 So every PromQL expression of `dashboards/*.json` (panel targets and template-variable
 queries) and of the PrometheusRule is
 
-- parsed by the real promtool (Debian's Prometheus 2.42, `controller.testenv.prometheus`):
+- parsed by the real promtool (Debian's Prometheus 2.42, `testenv.prometheus`):
   written as recording rules, which `promtool check rules` parses one by one; and
 - reduced to the metric names it selects, each of which must be exported by the controller
   (read from the registry of `controller.metrics.Metrics`, so the contract is the code, not a
@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from controller.metrics import Metrics
-from controller.testenv import prometheus
+from testenv import prometheus
 from tests.kueue_metrics import KUEUE_METRICS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

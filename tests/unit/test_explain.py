@@ -154,7 +154,8 @@ Last decision: 2026-11-27T20:10:00Z Raise (RiskAboveThreshold): risk 0.79 above 
 on-demand
 
 Pool a100: 32 on-demand, 92 spot; held for vision: 16; warm pool target 16 GPUs
-  risk above the raise threshold since 2026-11-27T20:00:00Z
+  the pool's worst deadline risk (any project's) above the raise threshold since \
+2026-11-27T20:00:00Z
   mix last changed 2026-11-27T20:10:00Z
   raised again soon after a lower 2x: the cooldown before the next step back is doubled 2x
   deferred tiers (no borrowing): exploratory

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from controller import names
-from controller.testenv.kustomize import KustomizeError, build
+from testenv.kustomize import KustomizeError, build
 from tests.upstream import validate_any_builtin
 
 REPO = Path(__file__).resolve().parents[2]

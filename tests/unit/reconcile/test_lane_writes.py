@@ -26,8 +26,8 @@ from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.metrics import Metrics
 from controller.reconcile.reconciler import Reconciler
-from controller.testenv.kueue_standin import workload_body
-from controller.testenv.memoryserver import MemoryServer
+from testenv.kueue_standin import workload_body
+from testenv.memoryserver import MemoryServer
 
 FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC)
 KEY = ("vision", "cvpr-tight")

@@ -1,7 +1,7 @@
 """A pass where nothing changed decides nothing again and writes nothing.
 
 The example policy and a handful of Workloads, reconciled on snapshots of an in-memory store.
-The store is `controller.testenv.memoryserver`'s stand-in for the API server (a fake, said
+The store is `testenv.memoryserver`'s stand-in for the API server (a fake, said
 so), which is all a pass needs from a server to show what it derives again and what it keeps.
 The clock is fixed and moved by hand.
 """
@@ -17,8 +17,8 @@ from controller.api.loader import read_documents
 from controller.examples import EXAMPLE_DIR
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import Reconciler
-from controller.testenv.kueue_standin import workload_body
-from controller.testenv.memoryserver import MemoryServer
+from testenv.kueue_standin import workload_body
+from testenv.memoryserver import MemoryServer
 
 FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
 Doc = dict[str, Any]

@@ -30,6 +30,7 @@ from controller.api.loader import load_policy_set
 from controller.reconcile.diff import (
     field_changes,
     is_subset,
+    list_keys,
     make_plan,
     update_form,
     with_last_applied,
@@ -483,7 +484,10 @@ CHANGED = [
     pytest.param(
         ("ClusterQueue", "vision"),
         cluster_queue(spot_gpus="12"),
-        ['spec.resourceGroups[0].flavors[0].resources[2].nominalQuota: "12" -> 16'],
+        [
+            "spec.resourceGroups[0].flavors[a100-spot].resources[nvidia.com/gpu].nominalQuota: "
+            '"12" -> 16'
+        ],
         id="a quota someone lowered to '12' is taken back to 16",
     ),
     pytest.param(
@@ -530,7 +534,7 @@ def test_a_quota_change_in_canonical_form_is_a_change() -> None:
     want["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 64
     changes = field_changes(want, live)
     assert [str(c) for c in changes] == [
-        'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "48" -> 64'
+        'spec.resourceGroups[0].flavors[a100-spot].resources[cpu].nominalQuota: "48" -> 64'
     ]
 
 
@@ -570,3 +574,31 @@ def test_a_value_the_server_would_refuse_is_compared_as_it_is() -> None:
         "kind": "NodePool",
         "spec": {"limits": {"gpu": "lots"}},
     }
+
+
+@pytest.mark.parametrize(
+    ("items", "keys"),
+    [
+        pytest.param([{"name": "cpu"}, {"name": "memory"}], ["cpu", "memory"], id="by name"),
+        pytest.param([{"coveredResources": []}], ["0"], id="no name: by position"),
+        pytest.param([{"name": "a"}, {"x": 1}], ["0", "1"], id="one without: all by position"),
+        pytest.param([{"name": "a"}, {"name": "a"}], ["0", "1"], id="a name twice: by position"),
+        pytest.param([{"name": "7"}], ["0"], id="a name that reads as an index: by position"),
+        pytest.param(["a", "b"], ["0", "1"], id="scalars: by position"),
+    ],
+)
+def test_list_items_are_named_by_their_name_where_it_names_them(
+    items: list[Any], keys: list[str]
+) -> None:
+    assert list_keys(items) == keys
+
+
+def test_a_flavor_inserted_before_another_changes_only_its_own_fields() -> None:
+    """By position, every field after the insertion would read as changed."""
+    live = cluster_queue()
+    want = copy.deepcopy(live)
+    flavors = want["spec"]["resourceGroups"][0]["flavors"]
+    flavors.insert(0, {**copy.deepcopy(flavors[0]), "name": "a100-new"})
+    changed = {c.path for c in field_changes(want, live)}
+    assert changed, "the new flavor is a change"
+    assert all(p.startswith("spec.resourceGroups[0].flavors[a100-new].") for p in changed), changed

@@ -4,7 +4,7 @@ Lowering a ClusterQueue's quota evicts nothing and lowering a NodePool's limit r
 so a shift of the mix under load must wait for the shrinking side's work to drain
 (`controller.decide.shift`). First the rule itself, table-driven; then a replay where a raise
 and then a give-back happen under full load, with the times worked out by hand; then the
-shared traces: no run's peak passes its pool's ceiling.
+traces in third_party: no run's peak passes its pool's ceiling.
 
 The replay's setting is `test_engine.py`'s (its module docstring): one pool `a100` of 8-GPU
 nodes, maxGpus 16, on-demand from 0 to 16, 100 s provisioning latency, spot always available,
@@ -288,7 +288,7 @@ def test_a_give_back_under_full_on_demand_waits_for_on_demand_work_to_finish() -
         ), at
 
 
-# --------------------------------------------------------------------------- shared traces
+# ------------------------------------------------------------------- the traces in third_party
 
 
 TRACE = "alibaba_openb_2023.csv.gz"
@@ -303,7 +303,7 @@ RUNS = (*BASELINES, "reactive:0.5", "static:0.3")
 def alibaba() -> dict[str, RunResult]:
     path = traces_dir() / TRACE
     if not path.is_file():
-        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+        pytest.fail(f"{path} is not on this machine: the traces ship in third_party/traces")
     inputs = prepare(path, seed=0, window=WINDOW)
     return {name: replay(inputs.policy_set, inputs.jobs, parse_run(name)) for name in RUNS}
 

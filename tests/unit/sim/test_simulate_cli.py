@@ -138,6 +138,32 @@ def test_the_plots_are_valid_pngs(trace: Path, tmp_path: Path) -> None:
     assert "![gpus_over_time.png](gpus_over_time.png)" in (out_dir / "summary.md").read_text()
 
 
+def test_without_matplotlib_the_output_says_how_to_get_the_plots(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller image and a plain `pip install quartermaster` have no matplotlib: the
+    replay still runs, and says in its output (not only on stderr) how to get the plots."""
+    monkeypatch.setattr(plots, "available", lambda: False)
+    out_dir = tmp_path / "out"
+    code, out, err = simulate("--trace", str(trace), "--out", str(out_dir))
+    assert code == EXIT_OK, err
+    assert f"no plots (matplotlib is not installed): {plots.INSTALL_HINT}" in out
+    assert plots.INSTALL_HINT in (out_dir / "summary.md").read_text()
+    assert not any((out_dir / name).exists() for name in plots.PLOT_FILES)
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_help_says_how_to_get_the_plots(
+    installed: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(plots, "available", lambda: installed)
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "pip install 'quartermaster[sim]'" in text
+    assert ("not installed here" in text) is not installed
+
+
 @pytest.mark.parametrize(
     ("baselines", "runs"),
     [

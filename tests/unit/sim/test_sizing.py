@@ -7,13 +7,12 @@ mean of 600 and a peak of 1,200 unless a case says otherwise.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from controller.api.loader import load_path, load_policy_set
 from controller.examples import EXAMPLE_DIR
 from controller.sim.model import TraceJob
+from controller.sim.run import traces_dir
 from controller.sim.scenario import Demand, default_policy_set, measure_demand
 from controller.sim.sizing import (
     PolicyCapacity,
@@ -24,7 +23,7 @@ from controller.sim.sizing import (
 from controller.sim.trace import BusiestWindow, load_trace
 from tests.builders import policy_doc, pool_doc, project_doc
 
-TRACES = Path("/work/shared/traces")
+TRACES = traces_dir()  # third_party/traces, or $QUARTERMASTER_TRACES
 DEMAND = Demand(p95=1000.0, mean=600.0, peak=1200.0, start=0.0, end=86400.0)
 
 
@@ -151,7 +150,7 @@ def test_the_policy_sized_to_a_trace_is_never_warned_about(jobs: list[TraceJob])
 def test_example_policy_against_philly_busiest_14_days() -> None:
     path = TRACES / "philly.csv.gz"
     if not path.exists():
-        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+        pytest.fail(f"{path} is not on this machine: the traces ship in third_party/traces")
     jobs = load_trace(path, window=BusiestWindow(14)).jobs
     (warning,) = size_warnings(policy_capacity(load_path(EXAMPLE_DIR)), measure_demand(jobs))
     assert "at most 196 GPUs" in warning

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.sim.model import TraceJob
+from controller.sim.run import traces_dir
 from controller.sim.trace import (
     DAY,
     BusiestWindow,
@@ -26,7 +27,7 @@ from controller.sim.trace import (
     select_window,
 )
 
-TRACES = Path("/work/shared/traces")
+TRACES = traces_dir()  # third_party/traces, or $QUARTERMASTER_TRACES
 HEADER = "job_id,submit_time_s,duration_s,gpus,user,status,queue_time_s"
 
 
@@ -436,19 +437,15 @@ def test_busiest_window_of_nothing_raises() -> None:
         pytest.param("alibaba_openb_2023.csv.gz", 6_203, 109, id="Alibaba 2023: 6,203 pods"),
     ],
 )
-def test_real_traces_load(
-    name: str, jobs: int, busiest_day: int, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_real_traces_load(name: str, jobs: int, busiest_day: int) -> None:
     path = TRACES / name
     if not path.exists():
-        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+        pytest.fail(f"{path} is not on this machine: the traces ship in third_party/traces")
     started = time.perf_counter()
     trace = load_trace(path)
     seconds = time.perf_counter() - started
-    with capsys.disabled():
-        print(
-            f"\n{name}: {len(trace.jobs)} jobs, {trace.skipped} skipped, loaded in {seconds:.2f} s"
-        )
+    # Captured: pytest shows it with a failure, and -q output stays clean.
+    print(f"\n{name}: {len(trace.jobs)} jobs, {trace.skipped} skipped, loaded in {seconds:.2f} s")
     assert (len(trace.jobs), trace.skipped) == (jobs, 0)
     assert trace.jobs == sorted(trace.jobs, key=lambda j: (j.submit, j.job_id))
     # The budget is ~1.5 s; twice that leaves room for a busy test machine.
@@ -461,7 +458,7 @@ def test_philly_busiest_14_days_by_gpu_seconds_are_days_61_to_74() -> None:
     GPU-hours; the job-count window (days 56-69) holds more jobs but less work."""
     path = TRACES / "philly.csv.gz"
     if not path.exists():
-        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+        pytest.fail(f"{path} is not on this machine: the traces ship in third_party/traces")
     jobs = load_trace(path).jobs
     busiest = load_trace(path, window=BusiestWindow(14))
     assert busiest.window == (61 * DAY, 75 * DAY)
@@ -478,5 +475,5 @@ def test_philly_busiest_days_by_job_count_match_its_readme() -> None:
     """The README's "busiest 14 days: days 56-69, 33,408 jobs" counts jobs, not GPU-seconds."""
     path = TRACES / "philly.csv.gz"
     if not path.exists():
-        pytest.fail(f"{path} is not on this machine: the traces ship in ../shared/traces")
+        pytest.fail(f"{path} is not on this machine: the traces ship in third_party/traces")
     assert len(load_trace(path, window=parse_window("56d:70d")).jobs) == 33_408

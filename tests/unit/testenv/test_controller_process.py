@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.testenv.controller_process import PlanRun, RunOptions, plan_command, run_command
+from testenv.controller_process import PlanRun, RunOptions, plan_command, run_command
 
 KUBECONFIG = Path("/state/kubeconfig")
 PYTHON = "/venv/bin/python"

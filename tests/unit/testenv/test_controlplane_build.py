@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from controller.testenv.controlplane import built_versions, progress_line
+from testenv.controlplane import (
+    BUILD_SCRIPT,
+    build_key,
+    built_versions,
+    kubectl_line,
+    progress_line,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +76,44 @@ kubectl=1.36.4+ds-1
 )
 def test_built_versions(manifest: str, want: list[str]) -> None:
     assert built_versions(manifest) == want
+
+
+@pytest.mark.parametrize(
+    ("chosen", "on_path", "want"),
+    [
+        pytest.param(None, None, "kubectl:        none (any kubectl", id="none anywhere"),
+        pytest.param(
+            "/cache/bin/kubectl",
+            "/usr/bin/kubectl",
+            "kubectl:        /cache/bin/kubectl (the server's release; /usr/bin/kubectl on PATH "
+            "is not used)",
+            id="another on PATH is named as not the one used",
+        ),
+        pytest.param(
+            "/cache/bin/kubectl",
+            "/cache/bin/kubectl",
+            "kubectl:        /cache/bin/kubectl",
+            id="the one on PATH is the one used",
+        ),
+        pytest.param(
+            "/usr/bin/kubectl",
+            "/usr/bin/kubectl",
+            "kubectl:        /usr/bin/kubectl",
+            id="no build",
+        ),
+    ],
+)
+def test_kubectl_line_says_which_kubectl_is_used(
+    chosen: str | None, on_path: str | None, want: str
+) -> None:
+    line = kubectl_line(Path(chosen) if chosen else None, on_path)
+    assert line.startswith(want)
+    assert line == want or chosen is None
+
+
+def test_the_cache_folder_changes_with_the_build_script() -> None:
+    """A checkout whose server differs builds its own binaries instead of using another's."""
+    script = BUILD_SCRIPT.read_bytes()
+    assert build_key(script) == build_key(bytes(script))
+    assert build_key(script) != build_key(script + b"\n# one more line\n")
+    assert len(build_key(script)) == 12

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from controller.testenv.counting import authorized_verb, method_verb, resource_of, writes_of
+from testenv.counting import authorized_verb, method_verb, resource_of, writes_of
 
 
 @pytest.mark.parametrize(

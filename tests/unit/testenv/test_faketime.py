@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.testenv.faketime import SITE_DIR, clock_problems, moved_environment
+from testenv import faketime
+from testenv.faketime import SITE_DIR, clock_problems, moved_environment
 
 DAY = 86400.0
 REAL_WALL = 1_000.0
@@ -99,3 +100,33 @@ def test_the_site_shim_sleeps_as_time_sleep_does() -> None:
         check=False,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+def test_a_fetch_of_libfaketime_is_announced_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing installed, nothing cached: the fetch says what it fetches before it starts
+    (`make unit-future` would otherwise pause without a word), and what it got after."""
+    monkeypatch.delenv("FAKETIME_LIB", raising=False)
+    monkeypatch.setenv("QUARTERMASTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(faketime, "INSTALL_ROOT", tmp_path / "nothing-installed")
+    events: list[str] = []
+
+    def unpacked(package: str, target: Path, **_: object) -> Path:
+        events.append(f"fetch {package}")
+        library = target / "root" / "usr" / "lib" / "x86_64-linux-gnu" / "faketime"
+        library.mkdir(parents=True)
+        (library / "libfaketime.so.1").write_bytes(b"")
+        return target / "root"
+
+    monkeypatch.setattr(faketime, "unpacked_package", unpacked)
+    found = faketime.library_path(report=events.append)
+    assert found.name == "libfaketime.so.1"
+    assert len(events) == 3, events
+    assert events[0].startswith("Fetching libfaketime (once): Debian's `libfaketime` package")
+    assert events[1] == "fetch libfaketime"
+    assert events[2].startswith("Fetched libfaketime in ") and events[2].endswith(str(found))
+    # Cached now: found again without a word.
+    events.clear()
+    assert faketime.library_path(report=events.append) == found
+    assert events == []

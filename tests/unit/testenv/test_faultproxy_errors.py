@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.faultproxy import _Server
+from testenv.faultproxy import _Server
 
 
 def handled(error: Exception) -> None:

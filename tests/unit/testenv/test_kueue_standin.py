@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from controller.kube import kinds
-from controller.testenv.kueue_standin import (
+from testenv.kueue_standin import (
     GPU,
     admission,
     admitted_status,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from controller.testenv.logtail import LogTail, Pass, epoch_of, logged, writes_in
+from testenv.logtail import LogTail, Pass, epoch_of, logged, writes_in
 
 T0 = "2031-02-03T10:00:00Z"
 T0_EPOCH = 1927879200.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.procstat import (
+from testenv.procstat import (
     ProcSample,
     busy_seconds,
     command_of,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.rbac import Attributes, Grant, attributes, denied, grants
+from testenv.rbac import Attributes, Grant, attributes, denied, grants
 
 
 @pytest.mark.parametrize(

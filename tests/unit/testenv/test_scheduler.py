@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from controller.testenv.scheduler import Scheduler
+from testenv.scheduler import Scheduler
 
 
 def test_due_actions_run_in_due_order_and_the_lag_is_kept() -> None:

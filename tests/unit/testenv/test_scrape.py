@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.scrape import Scrape, bucket_quantile, parse_scrape
+from testenv.scrape import Scrape, bucket_quantile, parse_scrape
 
 PAGE = """\
 # HELP quartermaster_reconcile_duration_seconds Seconds a reconcile pass took.

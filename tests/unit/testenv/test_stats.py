@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.testenv.stats import percentiles, slope_per_hour
+from testenv.stats import percentiles, slope_per_hour
 
 
 def test_percentiles_interpolate_and_round_to_the_millisecond() -> None:

@@ -9,15 +9,16 @@ are used instead and serve the built-in kinds for real.
 
 The manager starts and stops the two processes individually, on fixed ports, so tests can
 restart the API server or etcd in the middle of a reconcile. Both die with the process that
-started them, even when it is killed (`controller.testenv.processes`).
+started them, even when it is killed (`testenv.processes`).
 
-Run `python -m controller.testenv.controlplane` (`make controlplane`) to build once and print
+Run `python -m testenv.controlplane` (`make controlplane`) to build once and print
 which binaries and package versions the tests will run.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from controller.testenv.processes import spawn
+from testenv.processes import spawn
 
 HERE = Path(__file__).parent
 BUILD_SCRIPT = HERE / "build-control-plane.sh"
@@ -55,9 +56,17 @@ def to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def build_key(script: bytes) -> str:
+    """The first 12 hex digits of the build script's sha256: the server's Go main is embedded
+    in the script, so a changed script is a different server."""
+    return hashlib.sha256(script).hexdigest()[:12]
+
+
 def cache_dir() -> Path:
+    """One folder per build script: a checkout whose script changed (say, the server's
+    admission) builds its own binaries rather than running, or overwriting, another's."""
     root = os.environ.get("QUARTERMASTER_CACHE") or Path.home() / ".cache" / "quartermaster"
-    return Path(root) / "controlplane"
+    return Path(root) / "controlplane" / build_key(BUILD_SCRIPT.read_bytes())
 
 
 class ControlPlaneError(RuntimeError):
@@ -89,12 +98,24 @@ def find_binaries(*, build: bool = True) -> Binaries:
 
 
 def kubectl_path() -> Path | None:
-    """kubectl on PATH, else the one the build unpacks beside the server (same release)."""
-    installed = shutil.which("kubectl")
-    if installed:
-        return Path(installed)
+    """The kubectl the build unpacks beside the server (the server's release), else kubectl on
+    PATH. The build's first: kubectl supports a server one minor release away at most, and the
+    one a machine happens to have may be older (a 1.32 against this 1.36 server, say)."""
     built = cache_dir() / "bin" / "kubectl"
-    return built if built.is_file() else None
+    if built.is_file():
+        return built
+    installed = shutil.which("kubectl")
+    return Path(installed) if installed else None
+
+
+def kubectl_line(chosen: Path | None, on_path: str | None) -> str:
+    """What `make controlplane` says of kubectl: which one the demo and the tests use, and
+    that another on PATH is not it (so a version printed below is not taken for that one)."""
+    if chosen is None:
+        return "kubectl:        none (any kubectl works with the cluster; see README)"
+    if on_path and Path(on_path).resolve() != chosen.resolve():
+        return f"kubectl:        {chosen} (the server's release; {on_path} on PATH is not used)"
+    return f"kubectl:        {chosen}"
 
 
 # --------------------------------------------------------------------------- the build
@@ -488,15 +509,21 @@ current-context: admin
 
 
 def main() -> None:
-    """`make controlplane`: build once, then show what the tests and the demo will run."""
-    binaries = find_binaries()
+    """`make controlplane`: build once, then show what the tests and the demo will run.
+
+    A build that just ran has printed the package versions it built; they are printed here
+    only when the binaries came from the cache, so they appear once either way.
+    """
+    try:
+        binaries, built_now = find_binaries(build=False), False
+    except ControlPlaneError:
+        binaries, built_now = find_binaries(), True
     kind = "kube-apiserver" if binaries.full_kube_apiserver else "CRD API server"
     print(f"{kind}: {binaries.apiserver}")
     print(f"etcd:           {binaries.etcd}")
     manifest = binaries.apiserver.parent.parent / "manifest.txt"
-    kubectl = kubectl_path()
-    print(f"kubectl:        {kubectl or 'none (see README: any kubectl works with the cluster)'}")
-    if not binaries.full_kube_apiserver and manifest.is_file():
+    print(kubectl_line(kubectl_path(), shutil.which("kubectl")))
+    if not binaries.full_kube_apiserver and manifest.is_file() and not built_now:
         print(f"built from Debian's packages ({manifest}):")
         for line in built_versions(manifest.read_text()):
             print(f"  {line}")

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from controller.testenv.logtail import LogTail
-from controller.testenv.processes import spawn
+from testenv.logtail import LogTail
+from testenv.processes import spawn
 
 READY_BODY = "leading; synced"
 """What /readyz answers once the replica leads and its first pass has returned."""

@@ -1,4 +1,4 @@
-"""Put on PYTHONPATH by `controller.testenv.faketime` only: `time.sleep` that works there.
+"""Put on PYTHONPATH by `testenv.faketime` only: `time.sleep` that works there.
 
 Python 3.11 sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME). libfaketime 0.9.10
 (Debian 12) shifts that absolute monotonic deadline even when told to leave the monotonic

@@ -19,9 +19,9 @@ from collections import Counter
 
 from controller.kube import kinds
 from controller.kube.client import WRITE_VERBS
-from controller.testenv.controlplane import ControlPlane
-from controller.testenv.faultproxy import CONNECT_TIMEOUT_SECONDS, FaultProxy
-from controller.testenv.rbac import attributes
+from testenv.controlplane import ControlPlane
+from testenv.faultproxy import CONNECT_TIMEOUT_SECONDS, FaultProxy
+from testenv.rbac import attributes
 
 Counts = Counter[tuple[str, str]]
 """Requests by (verb, resource)."""

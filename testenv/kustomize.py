@@ -2,7 +2,7 @@
 
 `KUSTOMIZE_BIN`, else `kustomize` on PATH, else Debian's package fetched once into
 `~/.cache/quartermaster/kustomize` ($QUARTERMASTER_CACHE moves it) by `fetch-kustomize.sh`.
-Run `python -m controller.testenv.kustomize` to fetch it and print its package.
+Run `python -m testenv.kustomize` to fetch it and print its package.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from controller.testenv.controlplane import Report, disk_usage, to_stderr
+from testenv.controlplane import Report, disk_usage, to_stderr
 
 SCRIPT = Path(__file__).with_name("fetch-kustomize.sh")
 
@@ -52,7 +52,7 @@ def kustomize_path(*, fetch: bool = True, report: Report = to_stderr) -> Path:
         if not binary.is_file():
             report(
                 "Fetching kustomize (once): Debian's `kustomize` package from its sid suite "
-                f"(about 7 MB, private apt configuration) into {target}"
+                f"(about 7 MB to download, 22 MB kept; private apt configuration) into {target}"
             )
             started = time.monotonic()
             result = subprocess.run(

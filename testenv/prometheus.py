@@ -12,9 +12,9 @@ PATH, are used instead when present.
 `PrometheusServer` keeps its port and data directory across `stop()` and `start()`, so a test
 can make Prometheus unreachable in the middle of a run and bring it back with its history. The
 server dies with the process that started it, even when that process is killed
-(`controller.testenv.processes`).
+(`testenv.processes`).
 
-Run `python -m controller.testenv.prometheus` to fetch the binaries once and print the version.
+Run `python -m testenv.prometheus` to fetch the binaries once and print the version.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import yaml
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from controller.testenv.controlplane import Report, disk_usage, free_ports, to_stderr
-from controller.testenv.debian import unpacked_package
-from controller.testenv.processes import spawn
+from testenv.controlplane import Report, disk_usage, free_ports, to_stderr
+from testenv.debian import unpacked_package
+from testenv.processes import spawn
 
 PACKAGE = "prometheus"
 READY_TIMEOUT_SECONDS = 60.0
@@ -105,7 +105,7 @@ def promtool_path() -> Path:
 def fetch_package(*, report: Report = to_stderr) -> Path:
     """Download and unpack Debian's prometheus package into the cache; returns its bin dir.
 
-    Two test processes starting at once fetch it only once (see `controller.testenv.debian`).
+    Two test processes starting at once fetch it only once (see `testenv.debian`).
     The fetch is announced before it starts, and what was fetched is reported after.
     """
     target = cache_dir()
@@ -115,7 +115,7 @@ def fetch_package(*, report: Report = to_stderr) -> Path:
     if not fetched:
         report(
             f"Fetching Prometheus and promtool (once): Debian's `{PACKAGE}` package from "
-            f"this machine's apt sources (about 20 MB) into {target}"
+            f"this machine's apt sources (about 20 MB to download, 95 MB kept) into {target}"
         )
     root = unpacked_package(
         PACKAGE,

@@ -21,7 +21,7 @@ Before running the command, the clock is checked from outside: `date` and a Pyth
 both read it `--days` ahead (within an hour), their monotonic clock must be the real one, and
 the child's `time.sleep` must work; otherwise this exits 2 without running the command.
 
-Usage: `python -m controller.testenv.faketime [--days N] -- COMMAND [ARG...]`.
+Usage: `python -m testenv.faketime [--days N] -- COMMAND [ARG...]`.
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.testenv.debian import unpacked_package
+from testenv.debian import unpacked_package
 
 PACKAGE = "libfaketime"
 LIBRARY_GLOB = "usr/lib/*/faketime/libfaketime.so.1"
+INSTALL_ROOT = Path("/")
+"""Where an installed libfaketime is looked for (LIBRARY_GLOB below it)."""
 SITE_DIR = Path(__file__).with_name("faketime_site")
 DEFAULT_DAYS = 365
 WALL_TOLERANCE_SECONDS = 3600.0
@@ -65,15 +67,22 @@ def cache_dir() -> Path:
     return Path(root) / "faketime"
 
 
-def library_path(*, fetch: bool = True) -> Path:
+def to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def library_path(*, fetch: bool = True, report: Callable[[str], None] = to_stderr) -> Path:
     """$FAKETIME_LIB if set (it must exist: a typo should not silently fall back), else an
-    installed libfaketime, else the cache, fetching Debian's package into it when `fetch`."""
+    installed libfaketime, else the cache, fetching Debian's package into it when `fetch`.
+
+    A fetch is announced before it starts and reported after, as the other downloads of the
+    harness are: a download should never be a silent pause."""
     explicit = os.environ.get("FAKETIME_LIB")
     if explicit:
         if not Path(explicit).is_file():
             raise FaketimeError(f"FAKETIME_LIB={explicit} is not a file")
         return Path(explicit)
-    installed = sorted(Path("/").glob(LIBRARY_GLOB))
+    installed = sorted(INSTALL_ROOT.glob(LIBRARY_GLOB))
     if installed:
         return installed[0]
     cached = sorted((cache_dir() / "root").glob(LIBRARY_GLOB))
@@ -81,8 +90,15 @@ def library_path(*, fetch: bool = True) -> Path:
         return cached[0]
     if not fetch:
         raise FaketimeError(f"no libfaketime in {cache_dir()}; run `make unit-future`")
+    report(
+        f"Fetching libfaketime (once): Debian's `{PACKAGE}` package from this machine's apt "
+        f"sources (under 100 kB) into {cache_dir()}"
+    )
+    started = time.monotonic()
     root = unpacked_package(PACKAGE, cache_dir(), required=(LIBRARY_GLOB,), error=FaketimeError)
-    return sorted(root.glob(LIBRARY_GLOB))[0]
+    library = sorted(root.glob(LIBRARY_GLOB))[0]
+    report(f"Fetched libfaketime in {time.monotonic() - started:.0f} s: {library}")
+    return library
 
 
 def moved_environment(base: Mapping[str, str], *, library: Path, days: int) -> dict[str, str]:
@@ -153,7 +169,7 @@ def check(env: Mapping[str, str], *, days: int) -> datetime:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m controller.testenv.faketime",
+        prog="python -m testenv.faketime",
         description="Run COMMAND with the wall clock moved DAYS ahead (libfaketime).",
     )
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS)

@@ -48,7 +48,7 @@ from kubernetes import client as k8s
 
 from controller.kube.client import KubeClient, RetryPolicy
 from controller.kube.kinds import Kind
-from controller.testenv.controlplane import ControlPlane
+from testenv.controlplane import ControlPlane
 
 Match = Callable[[str, str], bool]
 """Chooses the requests a fault answers, from the method and the path (without the query)."""

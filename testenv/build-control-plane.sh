@@ -11,7 +11,7 @@
 #   bin/apiextensions-apiserver : (only with BUILD_UPSTREAM=1) the unmodified upstream main
 #
 # Usage: CP_DIR=$HOME/.cache/quartermaster/controlplane ./build-control-plane.sh
-# Owned by Quartermaster (taken from the shared control-plane kit); controller/testenv runs it once
+# Owned by Quartermaster (it began as a copy of a control-plane build kit); testenv runs it once
 # and shows the lines marked "[build +<seconds>s]" as progress.
 # Needs: Debian 12 or Ubuntu with apt-get, dpkg, debian-archive-keyring; root or not (the apt
 #        configuration, lists and downloads are private, under $CP_DIR/work); no system changes.
@@ -115,7 +115,7 @@ cat > "$SRC/main.go" <<'GOEOF'
 // Differences from upstream k8s.io/apiextensions-apiserver/main.go:
 //   - no "core" kube-apiserver is needed: --kubeconfig / --authentication-kubeconfig /
 //     --authorization-kubeconfig are optional (TokenReview/SubjectAccessReview delegation
-//     is off); admission plugins and API Priority&Fairness (which need core informers)
+//     is off); the standard admission plugins and API Priority&Fairness (which need core informers)
 //     are off; conversion webhooks given as a Service resolve to <svc>.<ns>.svc DNS names.
 //   - authentication: client certificates (--client-ca-file) and, new here,
 //     a static token file (--token-auth-file, kube-apiserver CSV format:
@@ -126,6 +126,13 @@ cat > "$SRC/main.go" <<'GOEOF'
 //     including CRD groups, and /api serves an empty APIVersions list.
 //   - OpenAPI v2 is configured too, so the CRD OpenAPI controllers run and CRD schemas
 //     are published at /openapi/v2 and /openapi/v3/apis/<group>/<version>.
+//   - one admission check, kube-apiserver's NamespaceLifecycle in small: a namespaced create
+//     in a namespace that does not exist is refused (404 namespaces "x" not found), as a
+//     cluster refuses it. There is no core v1 Namespace here, so a namespace exists when a
+//     cluster-scoped NamespaceStandIn (testenv.quartermaster.dev/v1) of its name does, or
+//     when it is one of those every cluster has (default, kube-system, kube-public,
+//     kube-node-lease). Without that check, code that forgets to create its namespaces
+//     passes here and fails on a real server.
 package main
 
 import (
@@ -146,7 +153,10 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
@@ -154,7 +164,9 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/openapi"
 	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/cli"
 	netutils "k8s.io/utils/net"
 )
@@ -207,6 +219,15 @@ func run(ctx context.Context, o *options.CustomResourceDefinitionsServerOptions,
 	if err := o.APIEnablement.ApplyTo(&serverConfig.Config, apiserver.DefaultAPIResourceConfigSource(), apiserver.Scheme); err != nil {
 		return err
 	}
+	// The loopback client talks to this server itself; no client-side rate limit, so a
+	// burst of creates is not slowed to the loopback default of 50 a second.
+	loopback := rest.CopyConfig(serverConfig.LoopbackClientConfig)
+	loopback.QPS = -1
+	standIns, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	serverConfig.AdmissionControl = &namespaceLifecycle{client: standIns}
 	if tokenFile != "" {
 		tokens, err := tokenfile.NewCSV(tokenFile)
 		if err != nil {
@@ -238,6 +259,40 @@ func run(ctx context.Context, o *options.CustomResourceDefinitionsServerOptions,
 	server.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/api", shim)
 	server.GenericAPIServer.Handler.NonGoRestfulMux.Handle("/api/", shim)
 	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// namespaceStandIns holds the namespaces that exist: cluster-scoped, one object per namespace.
+var namespaceStandIns = schema.GroupVersionResource{Group: "testenv.quartermaster.dev", Version: "v1", Resource: "namespacestandins"}
+
+// builtinNamespaces exist in every cluster from its start.
+var builtinNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// namespaceLifecycle refuses a namespaced create in a namespace that does not exist, with the
+// error kube-apiserver's NamespaceLifecycle plugin returns. Creates only: an update or a patch
+// needs an object, which needed a create; a server-side apply that creates is a create.
+// Each check is a live read (no cache), so a namespace made just before is always seen.
+type namespaceLifecycle struct {
+	client dynamic.Interface
+}
+
+func (l *namespaceLifecycle) Handles(op admission.Operation) bool {
+	return op == admission.Create
+}
+
+func (l *namespaceLifecycle) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	namespace := a.GetNamespace()
+	if namespace == "" || builtinNamespaces[namespace] {
+		return nil
+	}
+	_, err := l.client.Resource(namespaceStandIns).Get(ctx, namespace, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, namespace)
+	default:
+		return apierrors.NewInternalError(fmt.Errorf("looking up namespace %q: %w", namespace, err))
+	}
 }
 
 // discoveryShim serves /api and /apis (the CRD handler hands "/apis" to its delegate).

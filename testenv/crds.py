@@ -2,7 +2,7 @@
 
 The demo, `make cluster`, the e2e scenario, the soak and the benches all start from the same
 cluster: the pinned upstream Kueue, KEDA, Karpenter and Prometheus Operator CRDs (from
-`../shared/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins for
+`third_party/crds` or `$QUARTERMASTER_UPSTREAM_CRDS`), ours (`manifests/crds`) and stand-ins for
 the built-in kinds the controller writes (Lease, Event, PriorityClass) where the server does
 not serve them. Reading them is slow (the upstream ones are large), so it is a step of its own
 that a caller can run while the servers start.
@@ -20,10 +20,10 @@ from typing import Any
 from controller.kube import kinds
 from controller.kube.client import KubeClient
 from controller.kube.crds import install_crds, read_crds
-from controller.testenv.controlplane import STANDINS_DIR
-from controller.testenv.namespaces import serves_core_v1
+from testenv.controlplane import STANDINS_DIR
+from testenv.namespaces import serves_core_v1
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_ENV = "QUARTERMASTER_UPSTREAM_CRDS"
 UPSTREAM_PROJECTS = ("kueue", "keda", "karpenter", "prometheus-operator")
 OUR_CRDS = REPO_ROOT / "manifests" / "crds"
@@ -46,9 +46,9 @@ class CrdSourceError(RuntimeError):
 
 
 def upstream_crds_dir() -> Path:
-    """`$QUARTERMASTER_UPSTREAM_CRDS`, else `../shared/crds` beside the repository (as tests do)."""
+    """`$QUARTERMASTER_UPSTREAM_CRDS`, else the repository's `third_party/crds` (as tests do)."""
     configured = os.environ.get(UPSTREAM_ENV)
-    directory = Path(configured) if configured else REPO_ROOT.parent / "shared" / "crds"
+    directory = Path(configured) if configured else REPO_ROOT / "third_party" / "crds"
     if not directory.is_dir():
         raise CrdSourceError(
             f"upstream CRD directory {directory} does not exist: put the pinned Kueue, KEDA, "
