@@ -38,13 +38,21 @@ from controller.examples import EXAMPLE_DIR
 from controller.explain import format_explanation, relevant_events
 from controller.health import HealthServer
 from controller.kube import kinds
-from controller.kube.cache import Source, read_sources
+from controller.kube.cache import (
+    CAPACITY_ERROR_SELECTORS,
+    Source,
+    controller_sources,
+    observed_from,
+    read_sources,
+)
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
+from controller.reconcile.shortages import shortages_seen
 from controller.render.desired import render
 from controller.risk import recalibration
+from controller.risk.shortage import Shortages
 from controller.sim import plots
 from controller.sim import run as sim_run
 from controller.sim.assign import DEADLINE_FROM, AssignmentRule
@@ -310,6 +318,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             policy = read[policies_from][0] if read[policies_from] else None
             events = read[events_from]
             workloads = project_workloads_read(client, project)
+            shortages = shortages_read(client, policy, now=args.now().timestamp())
         finally:
             client.close()
     except (KubeError, OSError, ValueError) as exc:
@@ -318,10 +327,33 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policy_name = policy["metadata"]["name"] if policy else None
     out.write(
         format_explanation(
-            project, policy, relevant_events(events, args.project, policy_name), workloads
+            project,
+            policy,
+            relevant_events(events, args.project, policy_name),
+            workloads,
+            shortages,
         )
     )
     return EXIT_OK
+
+
+def shortages_read(
+    client: KubeClient, policy: dict[str, Any] | None, *, now: float
+) -> tuple[Shortages, float] | None:
+    """The spot shortages Karpenter's capacity errors show now, rebuilt from the cluster's
+    Events and NodeClaims as a restarted controller rebuilds them; None without a policy."""
+    if policy is None:
+        return None
+    served = frozenset(client.served_group_versions())
+    sources = [
+        s
+        for s in controller_sources(names.DEFAULT_NAMESPACE)
+        if s.kind in (kinds.NODE_CLAIM, *CAPACITY_ERROR_SELECTORS)
+        and s.kind.group_version in served
+    ]
+    observed = observed_from(served, read_sources(client, sources))
+    pools = [str(p.get("name")) for p in (policy.get("spec") or {}).get("pools") or []]
+    return shortages_seen(observed, pools, Shortages(), now=now), now
 
 
 def project_workloads_read(client: KubeClient, project: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ with their risk, slack and cutoff, quota split, cost, last decision), the decisi
 pools it uses (in the policy's status), the recent Events about either, and the workloads of
 its queues that the controller put in a lane (the lane annotations on each Workload).
 Answering "why did the mix change at 03:10?" or "why is this job on on-demand?" must not need
-the controller's logs.
+the controller's logs. The pools of the project in a spot shortage are shown from Karpenter's
+capacity-error Events, folded as a restarted controller folds them (the controller keeps its
+memory of them in its process, not in a status).
 
 Both statuses are read as the typed classes the controller writes them from
 (`controller.reconcile.status.read_status`), so explain shows what the schema declares. A status
@@ -16,6 +18,7 @@ one-line note naming what was left out: explain never fails on a status.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from controller import names
@@ -28,7 +31,8 @@ from controller.api.types import (
 )
 from controller.api.types import Decision as StatusDecision
 from controller.reconcile.status import read_status
-from controller.timestamps import format_time
+from controller.risk.shortage import Shortages, expected_wait
+from controller.timestamps import format_duration, format_time
 
 MAX_EVENTS = 15
 MAX_NOTED = 3
@@ -172,14 +176,32 @@ def lane_lines(project: str, workloads: Sequence[Mapping[str, Any]]) -> list[str
     return [title, *_table([["WORKLOAD", "LANE", "STATE", "WHY"], *sorted(rows)])]
 
 
+def shortage_lines(pools: Sequence[str], shortages: Shortages, now: float) -> list[str]:
+    """The project's pools in a spot shortage now: since when, and the wait expected."""
+    lines = []
+    for pool in pools:
+        state = shortages.state(pool)
+        wait = expected_wait(state, now)
+        if wait <= 0 or state.started is None:
+            continue
+        lines.append(
+            f"Spot shortage in pool {pool}: Karpenter's launches failing for capacity since "
+            f"{format_time(datetime.fromtimestamp(state.started, UTC))}; a spot launch is "
+            f"expected to wait {format_duration(wait)} more (the lanes count it)"
+        )
+    return lines
+
+
 def format_explanation(
     project: Mapping[str, Any],
     policy: Mapping[str, Any] | None,
     events: Sequence[Mapping[str, Any]],
     workloads: Sequence[Mapping[str, Any]] = (),
+    shortages: tuple[Shortages, float] | None = None,
 ) -> str:
     """The explanation, from the statuses read as their typed classes: whatever of a status
-    cannot be read is named in a note and the rest is still shown."""
+    cannot be read is named in a note and the rest is still shown. `shortages` is the spot
+    shortages the cluster's Events show and the time to judge them at."""
     meta = project.get("metadata") or {}
     spec = project.get("spec") or {}
     status, unread = read_status(TrainingProjectStatus, project)
@@ -217,6 +239,14 @@ def format_explanation(
         for pool in policy_status.pools:
             if pool.pool in pools:
                 lines.extend(_pool_lines(pool, name))
+    if shortages is not None:
+        quota_pools = [
+            str(q.get("pool")) for q in spec.get("quotas") or [] if isinstance(q, Mapping)
+        ]
+        short = shortage_lines(quota_pools, *shortages)
+        if short:
+            lines.append("")
+            lines.extend(short)
     lanes = lane_lines(name, workloads)
     if lanes:
         lines.append("")

@@ -141,6 +141,14 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.spot_shortage_expected_wait_seconds = Gauge(
+            f"{PREFIX}_spot_shortage_expected_wait_seconds",
+            "How much longer a spot launch in the pool is expected to wait for the capacity "
+            "shortage Karpenter's InsufficientCapacityErrors show it in; 0 when none is known "
+            "(seconds).",
+            ["pool"],
+            registry=r,
+        )
         self.decisions_total = Counter(
             f"{PREFIX}_decisions",
             "Capacity decisions taken, by pool, action and reason (count).",
@@ -283,6 +291,11 @@ class Metrics:
                 forecasts[(pool, "0.9")] = forecast.p90_gpus
             self._set(self.forecast_demand_gpus, forecasts)
             self._set(self.pool_demand_gpus, {(p,): d for p, d in plan.demand_gpus.items()})
+            shortages = plan.observation.spot_shortages if plan.observation is not None else {}
+            self._set(
+                self.spot_shortage_expected_wait_seconds,
+                {(p.name,): shortages.get(p.name, 0.0) for p in policy_set.policy.spec.pools},
+            )
             self._set(
                 self.estimated_cost_dollars_per_hour,
                 {key: cost for key, cost in plan.cost_per_hour.items()},

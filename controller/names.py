@@ -65,6 +65,10 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 SPOT = "spot"
 ON_DEMAND = "on-demand"
 CAPACITY_TYPES = (SPOT, ON_DEMAND)
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_ERROR_REASON = "InsufficientCapacityError"
+"""The reason of the Event Karpenter publishes on a NodeClaim whose launch the cloud could not
+serve (just before it deletes the NodeClaim)."""
 
 WARM_POOL_PRIORITY_CLASS = "quartermaster-warm-pool"
 WARM_POOL_TARGET_METRIC = "quartermaster_warm_pool_target_gpus"

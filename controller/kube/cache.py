@@ -19,6 +19,10 @@ all of them from the API server. Kueue (`pkg/cache`), Karpenter (`state.Cluster`
   least the server's Retry-After. A reflector thread never dies before shutdown: a dead one
   would leave its store stale while readiness said all was well.
 - Every change calls `notify`, which wakes the reconcile loop.
+- A source may select on fields (Events: only Karpenter's capacity errors on NodeClaims, so a
+  cluster's stream of Events never reaches the controller) and keep tombstones: the last few
+  hundred objects deleted, as the DELETED event carried them. Karpenter deletes a NodeClaim
+  whose launch failed at once; its Event names it, and only the tombstone still tells its pool.
 - Objects are kept without `metadata.managedFields`, except those of the kinds whose ownership
   a pass reads (`kinds.OWNERSHIP_READ_KINDS`): most of a busy object's bytes, read by nothing.
   Workloads are kept without their pod templates but for each container's resources and
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +88,14 @@ class Source:
     namespace: str | None = None
     label_selector: str | None = None
     """Only equality terms (`key=value,...`), the only kind the controller uses."""
+    field_selector: str | None = None
+    """Equality terms on dotted field paths (`reason=X,regarding.kind=Y`): the server sends
+    only the matching objects, so a watch of a busy kind (Events) carries only those a pass
+    reads."""
+    tombstones: int = 0
+    """How many of its objects deleted lately the store keeps (the newest): what a pass
+    needs to know of an object after it is gone (a NodeClaim Karpenter deleted on a failed
+    launch: its pool, for the Event that reported the failure)."""
 
     def admits(self, obj: Mapping[str, Any]) -> bool:
         """Whether `obj` belongs to this collection (an object we wrote, about to be recorded)."""
@@ -94,14 +107,43 @@ class Source:
             key, equals, value = term.partition("=")
             if not equals or labels.get(key.strip()) != value.strip():
                 return False
+        for term in filter(None, (self.field_selector or "").split(",")):
+            key, equals, value = term.partition("=")
+            if not equals or _field(obj, key.strip()) != value.strip():
+                return False
         return True
 
 
+def _field(obj: Mapping[str, Any], path: str) -> str | None:
+    """The value at a dotted path, as a field selector compares it (a string)."""
+    value: Any = obj
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return None if value is None else str(value)
+
+
+NODE_CLAIM_TOMBSTONES = 512
+"""Deleted NodeClaims kept: far more than fail in the minutes between a failure and the pass
+that reads its Event, few enough to cost nothing."""
+CAPACITY_ERROR_SELECTORS: Mapping[Kind, str] = {
+    kinds.EVENT: f"reason={names.CAPACITY_ERROR_REASON},regarding.kind=NodeClaim",
+    kinds.CORE_EVENT: f"reason={names.CAPACITY_ERROR_REASON},involvedObject.kind=NodeClaim",
+}
+"""Karpenter's capacity errors on NodeClaims in either Event API, by the fields both serve
+as selectors; no other Event reaches the controller."""
+
+
 def controller_sources(namespace: str) -> tuple[Source, ...]:
-    """What a pass reads: policies, projects, the objects we manage, Workloads, NodeClaims.
+    """What a pass reads: policies, projects, the objects we manage, Workloads, NodeClaims
+    (and the latest deleted ones), and Karpenter's capacity errors.
 
     The warm pools' kinds are read in the controller's namespace alone, so the controller needs
-    no cluster-wide rights on Deployments (see `kinds.CONTROLLER_NAMESPACE_KINDS`).
+    no cluster-wide rights on Deployments (see `kinds.CONTROLLER_NAMESPACE_KINDS`). The
+    capacity errors are read in both Event APIs: a cluster serves the same Events in both (one
+    store), and a pass counts each once (by uid); reading both costs a watch of a handful of
+    objects and works on a cluster that serves only one.
     """
     return (
         Source(kinds.CAPACITY_POLICY),
@@ -115,7 +157,8 @@ def controller_sources(namespace: str) -> tuple[Source, ...]:
             for kind in kinds.MANAGED_KINDS
         ),
         Source(kinds.WORKLOAD),
-        Source(kinds.NODE_CLAIM),
+        Source(kinds.NODE_CLAIM, tombstones=NODE_CLAIM_TOMBSTONES),
+        *(Source(kind, field_selector=fields) for kind, fields in CAPACITY_ERROR_SELECTORS.items()),
     )
 
 
@@ -130,19 +173,32 @@ class Observed:
     """The managed kinds in `kinds.MANAGED_KINDS` order."""
     workloads: tuple[Object, ...]
     node_claims: tuple[Object, ...] = ()
+    deleted_node_claims: tuple[Object, ...] = ()
+    """NodeClaims deleted lately, as last seen (the newest `NODE_CLAIM_TOMBSTONES`)."""
+    capacity_errors: tuple[Object, ...] = ()
+    """Karpenter's InsufficientCapacityError Events on NodeClaims, in either Event API (the
+    same Event may be here twice, once in each shape)."""
 
 
-def observed_from(served: Iterable[str], items: Mapping[Source, Sequence[Object]]) -> Observed:
-    def of(kind: Kind) -> tuple[Object, ...]:
-        return tuple(obj for source, objs in items.items() if source.kind == kind for obj in objs)
+def observed_from(
+    served: Iterable[str],
+    items: Mapping[Source, Sequence[Object]],
+    deleted: Mapping[Source, Sequence[Object]] | None = None,
+) -> Observed:
+    def of(kind: Kind, collections: Mapping[Source, Sequence[Object]]) -> tuple[Object, ...]:
+        return tuple(
+            obj for source, objs in collections.items() if source.kind == kind for obj in objs
+        )
 
     return Observed(
         served=frozenset(served),
-        policies=of(kinds.CAPACITY_POLICY),
-        projects=of(kinds.TRAINING_PROJECT),
-        managed=tuple(obj for kind in kinds.MANAGED_KINDS for obj in of(kind)),
-        workloads=of(kinds.WORKLOAD),
-        node_claims=of(kinds.NODE_CLAIM),
+        policies=of(kinds.CAPACITY_POLICY, items),
+        projects=of(kinds.TRAINING_PROJECT, items),
+        managed=tuple(obj for kind in kinds.MANAGED_KINDS for obj in of(kind, items)),
+        workloads=of(kinds.WORKLOAD, items),
+        node_claims=of(kinds.NODE_CLAIM, items),
+        deleted_node_claims=of(kinds.NODE_CLAIM, deleted or {}),
+        capacity_errors=of(kinds.EVENT, items) + of(kinds.CORE_EVENT, items),
     )
 
 
@@ -177,6 +233,8 @@ class Store:
         self.source = source
         self._lock = threading.Lock()
         self._objects: dict[Key, Object] = {}
+        self._deleted: OrderedDict[Key, Object] = OrderedDict()
+        """The latest `source.tombstones` objects deleted, oldest first."""
         self._items: tuple[Object, ...] | None = ()
         """The objects in key order, kept until the next change (a pass asks every time)."""
         self._resource_version = ""
@@ -248,10 +306,29 @@ class Store:
                 if held is None:
                     return False
                 del self._objects[key]
+                self._tombstone(key, obj)
             else:
                 self._objects[key] = obj
+                self._deleted.pop(key, None)
             self._items = None
             return True
+
+    def _tombstone(self, key: Key, obj: Object) -> None:
+        """Keep a deleted object (its last state, which the DELETED event carries) while it
+        is among the newest `source.tombstones`; the caller holds the lock."""
+        if self.source.tombstones <= 0:
+            return
+        self._deleted[key] = obj
+        self._deleted.move_to_end(key)
+        while len(self._deleted) > self.source.tombstones:
+            self._deleted.popitem(last=False)
+
+    def deleted(self) -> tuple[Object, ...]:
+        """The objects deleted lately, oldest first (none unless `source.tombstones`). A
+        deletion between a watch's end and a relist is not seen, so this is a memory, not a
+        record: its readers must work without it."""
+        with self._lock:
+            return tuple(self._deleted.values())
 
     def _typed(self, obj: Object) -> Object:
         """The object as kept: with its apiVersion and kind, which list items leave out,
@@ -313,6 +390,7 @@ def fill(client: KubeClient, store: Store, *, page_size: int = DEFAULT_PAGE_SIZE
         source.kind,
         namespace=source.namespace,
         label_selector=source.label_selector,
+        field_selector=source.field_selector,
         page_size=page_size,
     )
     store.replace(items, version)
@@ -415,6 +493,7 @@ class Reflector(threading.Thread):
                 resource_version=self.store.resource_version,
                 timeout_seconds=self.watch_seconds,
                 label_selector=source.label_selector,
+                field_selector=source.field_selector,
                 namespace=source.namespace,
                 stop=self.stop_event.is_set,
                 opened=self.store.mark_synced,
@@ -551,7 +630,11 @@ class Cache:
         with self._lock:
             reflectors = dict(self._reflectors)
             served = self._discovered | {s.kind.group_version for s in reflectors}
-        return observed_from(served, {s: r.store.items() for s, r in reflectors.items()})
+        return observed_from(
+            served,
+            {s: r.store.items() for s, r in reflectors.items()},
+            {s: r.store.deleted() for s, r in reflectors.items() if s.tombstones},
+        )
 
     def record(self, kind: Kind, obj: Object) -> None:
         """An object the controller wrote, as the server answered: see the module docstring."""

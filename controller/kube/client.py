@@ -357,6 +357,7 @@ class KubeClient:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         page_size: int | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """Items (with apiVersion and kind filled in) and the list's resourceVersion.
@@ -370,6 +371,8 @@ class KubeClient:
         query: dict[str, str] = {}
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         if page_size:
             query["limit"] = str(page_size)
         items: list[dict[str, Any]] = []
@@ -486,6 +489,7 @@ class KubeClient:
         resource_version: str,
         timeout_seconds: int = 300,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         namespace: str | None = None,
         stop: Callable[[], bool] = lambda: False,
         opened: Callable[[], None] = lambda: None,
@@ -505,6 +509,8 @@ class KubeClient:
         }
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         response = self._send(
             "GET",
             kind.path(namespace=namespace),

@@ -49,6 +49,9 @@ DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True)
 SCALED_OBJECT = Kind("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True)
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 EVENT = Kind("events.k8s.io", "v1", "Event", "events", True)
+CORE_EVENT = Kind("", "v1", "Event", "events", True)
+"""The same Events in their older shape (`involvedObject`, `message`, `count`): read only,
+for Karpenter's capacity errors where `events.k8s.io/v1` is not served."""
 CRD = Kind(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
 )
@@ -82,6 +85,7 @@ _BY_API_KIND = {
         NODE_CLAIM,
         LEASE,
         EVENT,
+        CORE_EVENT,
         CRD,
     )
 }

@@ -44,6 +44,7 @@ from controller.reconcile.diff import (
 )
 from controller.reconcile.lanes import lane_patch
 from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
+from controller.reconcile.shortages import shortages_seen
 from controller.reconcile.status import (
     DeadlineTracking,
     PolicyOutcome,
@@ -62,6 +63,7 @@ from controller.render.desired import Rendered
 from controller.render.kueue import applied_quotas
 from controller.risk.model import project_workloads
 from controller.risk.pools import node_claim_view
+from controller.risk.shortage import Shortages, expected_waits
 from controller.risk.workloads import WorkloadView, workload_view
 
 log = structlog.get_logger(__name__)
@@ -248,8 +250,12 @@ def observation(
     seed: int = 0,
     readers: Readers | None = None,
     carried: Carry | None = None,
+    spot_shortages: Mapping[str, float] | None = None,
 ) -> Observation:
-    """What a pass decides on, from what it read of the cluster (through `readers`)."""
+    """What a pass decides on, from what it read of the cluster (through `readers`).
+
+    `spot_shortages` is the reconciler's memory of Karpenter's capacity errors; None (a
+    one-shot read) rebuilds it from the Events the cluster still holds."""
     readers = readers or Readers()
     live_policy = next(
         (p for p in observed.policies if p["metadata"]["name"] == policy_set.policy.name), {}
@@ -269,7 +275,18 @@ def observation(
         namespace=namespace,
         seed=seed,
         carried=carried,
+        spot_shortages=dict(
+            spot_shortages
+            if spot_shortages is not None
+            else expected_waits(
+                shortages_seen(observed, _pool_names(policy_set), Shortages(), now=now), now
+            )
+        ),
     )
+
+
+def _pool_names(policy_set: PolicySet) -> frozenset[str]:
+    return frozenset(p.name for p in policy_set.policy.spec.pools)
 
 
 def served_split(
@@ -378,6 +395,10 @@ class Reconciler:
         self._validated: tuple[tuple[tuple[Any, Any], ...], ClusterValidation] | None = None
         self._plan: CapacityPlan | None = None
         """The last pass's plan: it stands for the next pass when nothing it read changed."""
+        self.shortages = Shortages()
+        """Per pool, the spot shortages Karpenter's capacity errors showed (see
+        `controller.reconcile.shortages`): kept across passes, rebuilt by the first."""
+        self._shortage_waits: dict[str, float] = {}
 
     def close(self) -> None:
         """Let the write threads end: the loop calls this once its last pass is done."""
@@ -411,15 +432,17 @@ class Reconciler:
                     p.name: float(p.provisioning_latency_seconds) for p in policy.spec.pools
                 },
             )
+        now = self.wall_clock().timestamp()
         seen = observation(
             observed,
             policy_set,
-            now=self.wall_clock().timestamp(),
+            now=now,
             namespace=self.namespace,
             history=history,
             seed=self.seed,
             readers=self._readers,
             carried=self._plan.carried if self._plan is not None else None,
+            spot_shortages=self._track_shortages(observed, policy_set, now),
         )
         workloads = seen.workloads
         previous = self._plan
@@ -467,6 +490,28 @@ class Reconciler:
                     inputs={k: round(v, 4) for k, v in decision.inputs.items()},
                 )
         return plan, queued
+
+    def _track_shortages(
+        self, observed: Observed, policy_set: PolicySet, now: float
+    ) -> dict[str, float]:
+        """Fold what the snapshot shows of Karpenter's capacity errors and spot launches into
+        the shortages kept, log each pool's shortage as it starts and ends, and return the
+        expected extra spot wait of each pool in one."""
+        before = self._shortage_waits
+        self.shortages = shortages_seen(observed, _pool_names(policy_set), self.shortages, now=now)
+        waits = expected_waits(self.shortages, now)
+        for pool in sorted(waits.keys() - before.keys()):
+            state = self.shortages.state(pool)
+            log.info(
+                "spot_shortage_started",
+                pool=pool,
+                since=state.started,
+                expected_wait_seconds=round(waits[pool], 1),
+            )
+        for pool in sorted(before.keys() - waits.keys()):
+            log.info("spot_shortage_ended", pool=pool)
+        self._shortage_waits = waits
+        return waits
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self, observed: Observed | None = None) -> ReconcileResult:

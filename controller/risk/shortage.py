@@ -16,7 +16,8 @@ Pure: a state per pool, changed by what is observed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 PRIOR_SHORTAGE_SECONDS = 900.0
 """What a shortage is taken to last before any is seen: a quarter of an hour, between the
@@ -86,12 +87,110 @@ def expected_wait(state: ShortageState, now: float) -> float:
     return state.mean_seconds if state.started is not None else 0.0
 
 
+# ------------------------------------------------------------ folding what a cluster shows
+@dataclass(frozen=True)
+class CapacityError:
+    """One report of a pool's spot launch failing for lack of capacity."""
+
+    pool: str
+    at: float
+    key: str
+    """Which report this is (an Event and the time it stands for): a report seen on every
+    pass is folded once."""
+
+
+@dataclass(frozen=True)
+class SpotLaunch:
+    """A spot node of a pool that became Ready."""
+
+    pool: str
+    requested: float
+    """When it was asked for (its NodeClaim's creation)."""
+    ready: float
+    key: str
+    """Which node (its NodeClaim)."""
+
+
+@dataclass(frozen=True)
+class Shortages:
+    """Every pool's shortage state, and how far what the cluster shows has been folded in.
+
+    A pass sees the same reports and nodes again and again; `latest` and `seen` let `fold`
+    take in each once, in time order.
+    """
+
+    pools: Mapping[str, ShortageState] = field(default_factory=dict)
+    latest: Mapping[str, float] = field(default_factory=dict)
+    """Per pool, the time of the latest report or launch folded in."""
+    seen: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per pool, the keys of what was folded at exactly its `latest` time."""
+
+    def state(self, pool: str) -> ShortageState:
+        return self.pools.get(pool, ShortageState())
+
+
+def fold(
+    shortages: Shortages,
+    errors: Iterable[CapacityError],
+    launches: Iterable[SpotLaunch],
+    *,
+    now: float,
+) -> Shortages:
+    """`shortages` with the errors and launches not folded in yet, in time order (a launch
+    at its Ready time), every pool then expired at `now`.
+
+    What is older than the latest thing folded for its pool is left out: taken in late, an
+    error would move the last error back and a launch would end a shortage that errors after
+    it show still on. Reports and nodes reach the controller through watches within moments,
+    far less than the time between two passes, so in a running controller that drops
+    nothing; after a restart the first fold sees everything at once and puts it in order.
+    """
+    news: list[tuple[float, int, str, CapacityError | SpotLaunch]] = []
+    for error in errors:
+        news.append((error.at, 0, error.key, error))
+    for launch in launches:
+        news.append((launch.ready, 1, launch.key, launch))
+    pools = dict(shortages.pools)
+    latest = dict(shortages.latest)
+    seen = {pool: set(keys) for pool, keys in shortages.seen.items()}
+    for at, _, key, item in sorted(news, key=lambda n: n[:3]):
+        pool = item.pool
+        mark = latest.get(pool)
+        if mark is not None and (at < mark or (at == mark and key in seen.get(pool, ()))):
+            continue
+        state = pools.get(pool, ShortageState())
+        if isinstance(item, CapacityError):
+            pools[pool] = reported(state, at)
+        else:
+            pools[pool] = launched(state, at, requested=item.requested)
+        if mark is None or at > mark:
+            latest[pool], seen[pool] = at, set()
+        seen[pool].add(key)
+    return Shortages(
+        pools={pool: expire(state, now) for pool, state in pools.items()},
+        latest=latest,
+        seen={pool: frozenset(keys) for pool, keys in seen.items()},
+    )
+
+
+def expected_waits(shortages: Shortages, now: float) -> dict[str, float]:
+    """Per pool in a shortage now, the spot wait it is expected to add (what
+    `Observation.spot_shortages` carries); pools in none are left out."""
+    waits = {pool: expected_wait(state, now) for pool, state in shortages.pools.items()}
+    return {pool: wait for pool, wait in sorted(waits.items()) if wait > 0}
+
+
 __all__ = [
     "PRIOR_SHORTAGE_SECONDS",
     "QUIET_SECONDS",
+    "CapacityError",
     "ShortageState",
+    "Shortages",
+    "SpotLaunch",
     "expected_wait",
+    "expected_waits",
     "expire",
+    "fold",
     "launched",
     "reported",
 ]

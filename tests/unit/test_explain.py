@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 
 from controller.explain import MAX_EVENTS, format_explanation, relevant_events
+from controller.risk.shortage import CapacityError, Shortages, fold
 
 Doc = dict[str, Any]
+FIXED_SHORTAGE_START = 1795435200.0
+"""2026-11-23T12:00:00Z, when the spot shortage below began."""
 
 PROJECT: Doc = {
     "metadata": {"name": "vision"},
@@ -442,3 +445,25 @@ def test_lanes_of_the_project(workloads: list[Doc], want: list[str]) -> None:
     else:
         assert "Lanes (" not in text
         assert text == format_explanation(PROJECT, POLICY, EVENTS)
+
+
+def test_a_pool_of_the_project_in_a_spot_shortage_is_shown_since_when_and_for_how_long() -> None:
+    started = FIXED_SHORTAGE_START
+    shortages = fold(
+        Shortages(),
+        [
+            CapacityError("a100", started, "e1"),
+            CapacityError("h100", started, "e2"),  # not a pool of this project
+        ],
+        [],
+        now=started + 120,
+    )
+    text = format_explanation(PROJECT, None, [], shortages=(shortages, started + 120))
+    assert (
+        "Spot shortage in pool a100: Karpenter's launches failing for capacity since "
+        "2026-11-23T12:00:00Z; a spot launch is expected to wait 15m more (the lanes count it)"
+    ) in text
+    assert "h100" not in text
+    # Ten quiet minutes after the last error it is over, and not shown.
+    quiet = format_explanation(PROJECT, None, [], shortages=(shortages, started + 601))
+    assert "Spot shortage" not in quiet

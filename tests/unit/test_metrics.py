@@ -145,3 +145,32 @@ def test_a_series_set_again_reads_its_new_value() -> None:
 
     assert by_deadline(metrics, SLACK) == {"release": later.deadlines[0].estimate.slack_seconds}
     assert later.deadlines[0].estimate.slack_seconds != PLAN.deadlines[0].estimate.slack_seconds
+
+
+def test_each_pools_spot_shortage_wait_is_exported_zero_when_none_is_known() -> None:
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+    assert (
+        metrics.registry.get_sample_value(
+            "quartermaster_spot_shortage_expected_wait_seconds", {"pool": "a100"}
+        )
+        == 0.0
+    )
+    short = plan_capacity(
+        Observation(
+            POLICY_SET,
+            states={},
+            workloads=[],
+            node_claims=[],
+            history=History(),
+            now=FIXED_NOW,
+            spot_shortages={"a100": 900.0},
+        )
+    )
+    metrics.update(POLICY_SET, short)
+    assert (
+        metrics.registry.get_sample_value(
+            "quartermaster_spot_shortage_expected_wait_seconds", {"pool": "a100"}
+        )
+        == 900.0
+    )

@@ -281,6 +281,38 @@ def test_synced_follows_the_list_and_the_watch() -> None:
             True,
             id="any object of a collection with no namespace or selector",
         ),
+        pytest.param(
+            Source(
+                kinds.EVENT,
+                field_selector="reason=InsufficientCapacityError,regarding.kind=NodeClaim",
+            ),
+            {
+                "metadata": {"name": "e"},
+                "reason": "InsufficientCapacityError",
+                "regarding": {"kind": "NodeClaim"},
+            },
+            True,
+            id="an Event whose fields match the field selector",
+        ),
+        pytest.param(
+            Source(
+                kinds.EVENT,
+                field_selector="reason=InsufficientCapacityError,regarding.kind=NodeClaim",
+            ),
+            {
+                "metadata": {"name": "e"},
+                "reason": "InsufficientCapacityError",
+                "regarding": {"kind": "Pod"},
+            },
+            False,
+            id="an Event about another kind",
+        ),
+        pytest.param(
+            Source(kinds.EVENT, field_selector="reason=InsufficientCapacityError"),
+            {"metadata": {"name": "e"}},
+            False,
+            id="an Event without the field",
+        ),
     ],
 )
 def test_a_source_admits_what_its_list_would_return(
@@ -302,8 +334,11 @@ def test_a_snapshot_groups_the_collections_as_a_pass_reads_them() -> None:
         by_kind[kinds.WORKLOAD]: (obj(kinds.WORKLOAD, "w"),),
         by_kind[kinds.CAPACITY_POLICY]: (obj(kinds.CAPACITY_POLICY, "p"),),
         by_kind[kinds.NODE_CLAIM]: (obj(kinds.NODE_CLAIM, "c"),),
+        by_kind[kinds.EVENT]: (obj(kinds.EVENT, "e1"),),
+        by_kind[kinds.CORE_EVENT]: (obj(kinds.CORE_EVENT, "e2"),),
     }
-    observed = observed_from({"karpenter.sh/v1"}, items)
+    deleted = {by_kind[kinds.NODE_CLAIM]: (obj(kinds.NODE_CLAIM, "gone"),)}
+    observed = observed_from({"karpenter.sh/v1"}, items, deleted)
     assert observed.served == frozenset({"karpenter.sh/v1"})
     assert [o["metadata"]["name"] for o in observed.policies] == ["p"]
     assert observed.projects == ()
@@ -311,6 +346,9 @@ def test_a_snapshot_groups_the_collections_as_a_pass_reads_them() -> None:
     assert [o["kind"] for o in observed.managed] == ["ResourceFlavor", "NodePool"]
     assert [o["metadata"]["name"] for o in observed.workloads] == ["w"]
     assert [o["metadata"]["name"] for o in observed.node_claims] == ["c"]
+    assert [o["metadata"]["name"] for o in observed.deleted_node_claims] == ["gone"]
+    # Both Event APIs' capacity errors, together (a pass counts an Event seen in both once).
+    assert [o["metadata"]["name"] for o in observed.capacity_errors] == ["e1", "e2"]
 
 
 def test_the_controller_reads_every_kind_it_decides_on_and_the_warm_pools_in_its_namespace() -> (
@@ -323,8 +361,49 @@ def test_the_controller_reads_every_kind_it_decides_on_and_the_warm_pools_in_its
         *kinds.MANAGED_KINDS,
         kinds.WORKLOAD,
         kinds.NODE_CLAIM,
+        kinds.EVENT,
+        kinds.CORE_EVENT,
     ]
     assert {s.kind for s in sources if s.namespace == "qm"} == kinds.CONTROLLER_NAMESPACE_KINDS
+    # Of the Events, only Karpenter's capacity errors on NodeClaims, selected on the server.
+    assert {s.kind: s.field_selector for s in sources if s.field_selector} == {
+        kinds.EVENT: "reason=InsufficientCapacityError,regarding.kind=NodeClaim",
+        kinds.CORE_EVENT: "reason=InsufficientCapacityError,involvedObject.kind=NodeClaim",
+    }
+    assert {s.kind for s in sources if s.tombstones} == {kinds.NODE_CLAIM}
     assert {s.kind for s in sources if s.label_selector == names.MANAGED_SELECTOR} == set(
         kinds.MANAGED_KINDS
     )
+
+
+def claim(name: str, version: int) -> dict[str, Any]:
+    return {
+        "apiVersion": kinds.NODE_CLAIM.api_version,
+        "kind": kinds.NODE_CLAIM.kind,
+        "metadata": {"name": name, "resourceVersion": str(version), "labels": {"step": "0"}},
+    }
+
+
+def test_a_store_with_tombstones_keeps_the_newest_deleted_objects_as_last_seen() -> None:
+    store = Store(Source(kinds.NODE_CLAIM, tombstones=2))
+    store.replace([claim("a", 1), claim("b", 2), claim("c", 3)], "3")
+    last_a = {**claim("a", 4), "status": {"phase": "failed"}}
+    for event in (
+        WatchEvent("DELETED", last_a),
+        WatchEvent("DELETED", claim("b", 5)),
+        WatchEvent("DELETED", claim("c", 6)),
+    ):
+        store.apply(event)
+    assert store.items() == ()
+    # The two newest deletions, oldest first, as the DELETED events carried them.
+    assert [o["metadata"]["name"] for o in store.deleted()] == ["b", "c"]
+    # One deleted and made again is live, not deleted.
+    store.apply(WatchEvent("ADDED", claim("c", 7)))
+    assert [o["metadata"]["name"] for o in store.deleted()] == ["b"]
+    assert store.deleted()[0]["apiVersion"] == kinds.NODE_CLAIM.api_version
+
+
+def test_a_store_without_tombstones_forgets_what_is_deleted() -> None:
+    store = listed(workload("a", 1))
+    store.apply(WatchEvent("DELETED", workload("a", 11)))
+    assert store.deleted() == ()
