@@ -161,12 +161,13 @@ class Tier:
         ),
     )
     demote_lost: bool = field(
-        default=True,
+        default=False,
         metadata=meta(
             "demoteLost places the tier's waiting workloads whose deadline is lost (even "
             "started now, the risk model gives them less than risk.lostBelow chance to make it) "
-            "after its savable ones, still admitted, and reports the deadline Lost at once; "
-            "false keeps plain deadline order for the tier."
+            "after its savable ones, still admitted, for at most risk.lostMaxWaitSeconds; false "
+            "keeps plain deadline order for the tier. Lost work is reported either way. Off by "
+            "default: it is only as good as the runtimes workloads declare."
         ),
     )
 

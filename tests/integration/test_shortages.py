@@ -6,7 +6,7 @@ Ready ends it.
 What is real: the API server, its watches with field selectors (the cache's Event stores see
 only the capacity errors), the NodeClaim schema, and a NodeClaim deleted as Karpenter deletes
 one whose launch failed (the cache keeps its last state). Events are a stand-in custom
-resource on the CRD-only server (controller/testenv/standins), declaring `reason` and
+resource on the CRD-only server (testenv/standins), declaring `reason` and
 `regarding.kind` selectable as the real Event API serves them; no Karpenter runs, so the test
 writes what it would: the NodeClaim, the Event (as events.k8s.io/v1 shows the core v1 Event
 Karpenter writes), the deletion, and later a Ready NodeClaim.
