@@ -1225,6 +1225,7 @@ FULL_POLICY: dict[str, Any] = policy_doc(
             "fairShareWeight": 4,
             "reserved": [{"pool": "a100", "gpus": 16}],
             "maxExecutionSeconds": 604800,
+            "demoteLost": True,
         },
         {
             "name": "research",
@@ -1234,6 +1235,7 @@ FULL_POLICY: dict[str, Any] = policy_doc(
             "fairShareWeight": 0.5,
             "reserved": [],
             "maxExecutionSeconds": 86400,
+            "demoteLost": False,
         },
     ],
     pools=[
@@ -1264,6 +1266,8 @@ FULL_POLICY: dict[str, Any] = policy_doc(
         "maxStepGpus": 8,
         "priorityBoost": True,
         "priorityBoostValue": 500,
+        "lostBelow": 0.02,
+        "lostMaxWaitSeconds": 43200,
         "samples": 300,
     },
     override={
