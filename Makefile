@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim bench-levers soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -106,6 +106,10 @@ bench-scale: controlplane ## 1,000 projects, 10,000 Workloads, 10 changes/s for 
 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
+
+.PHONY: bench-levers
+bench-levers: setup ## the per-workload levers at equal cost: policy vs static frontier, reactive, ablations (busiest 14 days, Alibaba; seeds 0-2)
+	$(PY) bench/bench_levers.py
 
 SOAK_MINUTES ?= 60
 

@@ -985,6 +985,7 @@ class Replay:
             gpu_hours_by_capacity_type=dict(self.gpu_hours),
             mix_changes=self.mix_changes,
             decisions=self.decisions,
+            lane_writes=self.lane_writes,
             wall_seconds=wall,
             unfinished=sum(1 for j in scored if j.finish is None),
             risk_log=self._risk_records(),

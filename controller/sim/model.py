@@ -161,6 +161,8 @@ class RunResult:
     gpu_hours_by_capacity_type: dict[str, float] = field(default_factory=dict)
     mix_changes: int = 0
     decisions: int = 0
+    lane_writes: int = 0
+    """Lanes written in the window: workloads whose pod sets were made to select on-demand."""
     wall_seconds: float = 0.0
     unfinished: int = 0
     """Jobs still pending or running when the replay ended (counted as missed)."""

@@ -138,6 +138,7 @@ class RunFigures:
     """GPU-hours held by running jobs, lost work included, finished or not."""
     mix_changes: int
     decisions: int
+    lane_writes: int
     lost_gpu_hours: float
     interruptions: int
     preemptions: int
@@ -324,6 +325,7 @@ def run_figures(
         used_gpu_hours=sum(o.used_gpu_seconds for o in result.outcomes) / 3600.0,
         mix_changes=result.mix_changes,
         decisions=result.decisions,
+        lane_writes=result.lane_writes,
         lost_gpu_hours=sum(o.lost_gpu_seconds for o in result.outcomes) / 3600.0,
         interruptions=sum(o.interruptions for o in result.outcomes),
         preemptions=sum(o.preemptions for o in result.outcomes),
@@ -405,6 +407,7 @@ def run_document(figures: RunFigures) -> dict[str, Any]:
         "utilization": figures.utilization,
         "mix_changes": figures.mix_changes,
         "decisions": figures.decisions,
+        "lane_writes": figures.lane_writes,
         "lost_gpu_hours": figures.lost_gpu_hours,
         "interruptions": figures.interruptions,
         "preemptions": figures.preemptions,

@@ -325,3 +325,20 @@ def test_among_fits_that_borrow_the_lowest_cohort_is_preferred() -> None:
     (admission,) = kueue.schedule(now=0.0)
 
     assert (admission.flavor, admission.borrowed) == (ON_DEMAND, True)
+
+
+def test_a_lane_written_to_a_set_aside_workload_puts_it_back_in_line() -> None:
+    """Spot is full and its head set aside; the controller's lane makes its pod sets select
+    on-demand, where there is room: Kueue admits it there at once. An admitted workload's
+    pod sets are not changed (Kueue refuses it once quota is reserved)."""
+    kueue = Kueue([queue("mine", spot=FlavorQuota(8), on_demand=FlavorQuota(8), cohort=None)], [])
+    submit(kueue, 0, "mine", 8, priority=0, at=0.0)
+    submit(kueue, 1, "mine", 8, priority=0, at=1.0, selector={CAPACITY_TYPE: "spot"})
+    assert [(a.key, a.flavor) for a in kueue.schedule(now=1.0)] == [(0, SPOT)]
+    assert [w.key for w in kueue.pending()] == [1]
+
+    kueue.set_node_selector(1, ON_DEMAND_ONLY)
+    kueue.set_node_selector(0, ON_DEMAND_ONLY)
+
+    assert [(a.key, a.flavor) for a in kueue.schedule(now=2.0)] == [(1, ON_DEMAND)]
+    assert kueue.workloads[0].node_selector == {}

@@ -177,3 +177,22 @@ def test_parallel_replays_return_in_spec_order_with_a_line_per_run(tmp_path: Pat
     assert sorted(line.split()[0] for line in lines[1:]) == ["all-spot", "policy", "static:0.5"]
     assert all("jobs finished in" in line for line in lines[1:])
     assert "\r" not in err.getvalue(), "no progress bars from workers"
+
+
+@pytest.mark.parametrize(
+    ("text", "lanes", "deadline_order"),
+    [("policy-fifo", True, False), ("policy-no-lanes", False, True)],
+)
+def test_the_ablations_are_the_policy_with_one_lever_off(
+    text: str, lanes: bool, deadline_order: bool
+) -> None:
+    from controller.sim.engine import parse_run
+
+    spec = parse_run(text)
+    assert (spec.name, spec.kind, spec.lanes, spec.deadline_order) == (
+        text,
+        "policy",
+        lanes,
+        deadline_order,
+    )
+    assert parse_baselines(f"all,{text}")[-1] == text
