@@ -23,6 +23,17 @@ project up to four deadlines, one per 6-hour bin of its jobs' deadlines (due at 
 earliest), and each estimate uses 100 samples and a project's first 32 queued workloads: the
 bounds that keep a pass to milliseconds over months of trace.
 
+Lanes (`controller.decide.lanes`): a new deadline workload that wants on-demand gets its lane
+when it is created, before Kueue can admit it, as the controller's admission webhook gives it
+(from its own deadline and declared runtime, the last pass's spot outlook and on-demand room),
+and a pass runs `LANE_PASS_SECONDS` later, as the Workload's creation wakes one, to hold
+on-demand quota for the lanes wanted and move waiting workloads into the room. A pending
+workload's lane is its pod sets' node selector in the Kueue model, which honours it as Kueue
+does. Karpenter's capacity errors (the fake market's shortages) feed the shortage the lanes
+weigh (`controller.risk.shortage`), as the controller reads them from Events. The
+`policy-fifo` and `policy-no-lanes` runs are the policy with its deadline order or its lanes
+off.
+
 A window's replay may start with a lead-in (`scored_from`): the jobs of the days before it run
 first, so that the window opens on queues, nodes and a policy state already in motion rather
 than an empty cluster; the result holds only the window's jobs, in its time, and costs, mix
@@ -662,17 +673,20 @@ class Replay:
             )
         )
         if self.lanes and self._arrival_lane(job) is not None:
-            self._set_lane(index, ON_DEMAND)
+            # The lane webhook's part: into the on-demand room the last pass left, at once.
+            if job.gpus <= self._on_demand_room(job.spec.project):
+                self._set_lane(index, ON_DEMAND)
+            # The pass the new Workload wakes: it holds on-demand quota for the lanes wanted.
             self._push(self.now + LANE_PASS_SECONDS, "lane-pass")
         self.dirty = True
 
     def _arrival_lane(self, job: _Job) -> Lane | None:
-        """The lane the pass a new workload wakes gives it (`controller.decide.lanes`, on its
-        own deadline and declared runtime, the spread the risk model gives a declared one)."""
+        """The lane a new workload wants when it is created (`controller.decide.lanes`, on its
+        own deadline and declared runtime, the spread the risk model gives a declared one, and
+        the last pass's spot outlook): what the controller's admission webhook decides before
+        Kueue sees the Workload."""
         outlook = self._outlooks.get(job.spec.project)
         if job.spec.deadline is None or outlook is None:
-            return None
-        if job.gpus > self._on_demand_room(job.spec.project):
             return None
         spec = self.policy_set.project(job.spec.project)
         if spec is not None and spec.spec.quotas:
