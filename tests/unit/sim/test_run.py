@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller.sim import run as sim_run
-from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
+from controller.sim.engine import BASELINES, POLICY, RunSpec, parse_run, replay
 from controller.sim.run import Inputs, parse_baselines, prepare, run_replays, run_specs
 
 ALL = tuple(BASELINES)
@@ -186,8 +186,6 @@ def test_parallel_replays_return_in_spec_order_with_a_line_per_run(tmp_path: Pat
 def test_the_ablations_are_the_policy_with_one_lever_off(
     text: str, lanes: bool, deadline_order: bool
 ) -> None:
-    from controller.sim.engine import parse_run
-
     spec = parse_run(text)
     assert (spec.name, spec.kind, spec.lanes, spec.deadline_order) == (
         text,
