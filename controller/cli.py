@@ -58,6 +58,7 @@ from controller.sim import run as sim_run
 from controller.sim.assign import DEADLINE_FROM, AssignmentRule
 from controller.sim.engine import BASELINES
 from controller.sim.trace import BUSIEST_MEASURE, parse_lead_in, parse_window
+from controller.webhook import WebhookServer, holder_decide
 from controller.yamlio import dump_documents, dump_per_object
 
 EXIT_OK = 0
@@ -287,6 +288,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         extra={"/metrics": controller.metrics.render},
     )
     health.start()
+    webhook: WebhookServer | None = None
+    if args.webhook_cert_dir is not None:
+        host, _, port = args.webhook_address.rpartition(":")
+        webhook = WebhookServer(
+            host or "0.0.0.0",
+            int(port),
+            decide=holder_decide(controller.lanes),
+            cert_dir=Path(args.webhook_cert_dir),
+        )
+        webhook.start()
 
     def on_signal(signum: int, _frame: object) -> None:
         controller.stop()
@@ -297,6 +308,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         controller.run()
     finally:
         health.stop()
+        if webhook is not None:
+            webhook.stop()
         client.close()
         lease_client.close()
     return EXIT_OK
@@ -611,6 +624,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--health-address",
         default=":8080",
         help="host:port of /healthz, /readyz and /metrics (default :8080)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        metavar="DIR",
+        help="serve the lanes webhook (a mutating admission webhook on Workload CREATE, "
+        "/mutate-workload-lanes) over HTTPS with DIR/tls.crt and DIR/tls.key, as a "
+        "kubernetes.io/tls Secret mounts them; off unless given",
+    )
+    run.add_argument(
+        "--webhook-address",
+        default=":9443",
+        help="host:port of the lanes webhook (default %(default)s)",
     )
     run.add_argument(
         "--log-format",

@@ -703,7 +703,14 @@ def evaluate_cel_rules(obj: Mapping[str, Any]) -> CelReport:
 
 
 _CLUSTER_SCOPED_BUILTINS = frozenset(
-    {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "CustomResourceDefinition"}
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PriorityClass",
+        "CustomResourceDefinition",
+        "MutatingWebhookConfiguration",
+    }
 )
 
 

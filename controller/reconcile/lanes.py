@@ -98,6 +98,25 @@ def lane_patch(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] 
     need not be): quota reserved or finished, its owner chose a capacity type, a shape we
     cannot write into safely, no resourceVersion to guard with, or the lane already in place.
 
+    The operations of `lane_operations`, opened with a `test` of the resourceVersion they were
+    built from (see the module's docstring).
+    """
+    version = _map(workload.get("metadata")).get("resourceVersion")
+    if not version:
+        return None
+    ops = lane_operations(workload, lane)
+    if ops is None:
+        return None
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": str(version)}, *ops]
+
+
+def lane_operations(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] | None:
+    """The JSON Patch operations that put `workload` in `lane`, unguarded, or None when it must
+    not be written (or need not be): quota reserved or finished, its owner chose a capacity
+    type, a shape we cannot write into safely, or the lane already in place. The admission
+    webhook (`controller.reconcile.admission`) sends them as they are: a Workload being
+    created has no version to test, and the API server applies them to that very object.
+
     Every pod set's node selector gets the lane's capacity type (Kueue admits a Workload on one
     flavor per resource, so a lane that left one pod set on spot would hold back the rest);
     the annotations record the lane and why, so that `explain`, the Events and the next pass
@@ -106,9 +125,8 @@ def lane_patch(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] 
     if quota_reserved(workload) or finished(workload):
         return None
     meta = _map(workload.get("metadata"))
-    version = meta.get("resourceVersion")
     pod_sets = _map(workload.get("spec")).get("podSets")
-    if not version or not isinstance(pod_sets, list) or not pod_sets:
+    if not isinstance(pod_sets, list) or not pod_sets:
         return None
     annotations = meta.get("annotations")
     ours = _map(annotations).get(names.ANNOTATION_LANE) in names.CAPACITY_TYPES
@@ -130,9 +148,7 @@ def lane_patch(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] 
     in_place = all(_map(s).get(label) == lane.capacity_type for s in selectors)
     if in_place and _map(annotations).get(names.ANNOTATION_LANE) == lane.capacity_type:
         return None
-    ops: list[dict[str, Any]] = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": str(version)}
-    ]
+    ops: list[dict[str, Any]] = []
     for index, selector in enumerate(selectors):
         path = f"/spec/podSets/{index}/template/spec/nodeSelector"
         if selector is None:
@@ -152,4 +168,11 @@ def lane_patch(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] 
     return ops
 
 
-__all__ = ["escape", "finished", "lane_patch", "lane_reason", "quota_reserved"]
+__all__ = [
+    "escape",
+    "finished",
+    "lane_operations",
+    "lane_patch",
+    "lane_reason",
+    "quota_reserved",
+]

@@ -39,6 +39,7 @@ from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import EventRecorder
 from controller.kube.leader import LeaderElector, utc_now
 from controller.metrics import Metrics
+from controller.reconcile.admission import LaneHolder
 from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
 
 log = structlog.get_logger(__name__)
@@ -136,6 +137,8 @@ class Controller:
         )
         self.metrics = Metrics()
         self.history = HistoryReader()
+        self.lanes = LaneHolder()
+        """What each pass leaves for the lanes webhook (`controller.webhook`)."""
         self.cache = Cache(
             client,
             controller_sources(options.namespace),
@@ -153,6 +156,7 @@ class Controller:
             history=self.history,
             wall_clock=wall_clock,
             record=self.cache.record,
+            admission=self.lanes,
         )
 
     # ------------------------------------------------------------------ state
@@ -203,6 +207,7 @@ class Controller:
                 self.metrics.leader.set(1.0 if leading else 0.0)
                 if not leading:
                     self.metrics.forget_plan()
+                    self.lanes.clear()
                 elif self.cache.listed():  # if not, the last store's first list wakes the loop
                     self._pass()
                 self.collections.between_passes()

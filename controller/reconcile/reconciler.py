@@ -32,6 +32,7 @@ from controller.kube import kinds
 from controller.kube.cache import Observed, read_cluster
 from controller.kube.client import KubeClient, KubeError
 from controller.metrics import BINDING_REASONS, Metrics
+from controller.reconcile.admission import LaneHolder, admission_state
 from controller.reconcile.diff import (
     KubeObject,
     Plan,
@@ -363,9 +364,11 @@ class Reconciler:
         seed: int = 0,
         record: Callable[[kinds.Kind, KubeObject], None] | None = None,
         write_workers: int = DEFAULT_WRITE_WORKERS,
+        admission: LaneHolder | None = None,
     ) -> None:
         """`record` gets each object as the server answered a write of it (the loop's cache
-        keeps it, so the next pass sees this one's writes before their watch events)."""
+        keeps it, so the next pass sees this one's writes before their watch events).
+        `admission` gets what each pass leaves for the lanes webhook (`admission_state`)."""
         self.client = client
         self.namespace = namespace
         self.events = events
@@ -376,6 +379,7 @@ class Reconciler:
         self.seed = seed
         self.record = record
         self.writes = WritePool(write_workers)
+        self.admission = admission
         self._finished_seen: set[tuple[str, str]] = set()
         self._views: VersionMemo[frozenset[str], WorkloadView] = VersionMemo(workload_view)
         self._readers = Readers(
@@ -452,6 +456,8 @@ class Reconciler:
             plan = plan_capacity(seen)
         self._plan = plan
         by_project = project_workloads(policy_set, workloads)
+        if self.admission is not None:
+            self.admission.publish(admission_state(plan, by_project), workloads)
         queued = {name: len(items) for name, items in by_project.items()}
         self._lane_projects = {
             (w.namespace, w.name): name
@@ -524,6 +530,8 @@ class Reconciler:
             policy=validation.policy_name,
             invalid=tuple(sorted(n for _, n in validation.errors)),
         )
+        if validation.policy_set is None and self.admission is not None:
+            self.admission.publish(None)  # nothing valid to decide a lane from
         if validation.policy_name is None:
             log.info("no_capacity_policy", projects=len(observed.projects))
             result.seconds = time.monotonic() - started
