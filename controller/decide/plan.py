@@ -419,12 +419,37 @@ def _lanes_and_holds(
         return [], _held_for_lanes(policy_set, decisions, {}, by_project), {}
     outlooks = _outlooks(model, policy_set, observation.spot_shortages)
     inputs = [LaneInput(*f) for f in model.lane_workloads()]
-    # Held: the lanes the room of the split in effect takes. Holding quota for every lane
-    # wanted (room or not) was tried: on-demand held for work that then went to spot anyway
-    # cost the Alibaba replay (seed 0) 74 more misses than holding none.
-    room = on_demand_room(policy_set, model.snapshot.quotas, by_project)
-    lanes = choose_lanes(inputs, outlooks, room)
+    # Held: the lanes the on-demand room takes, with what idle spot quota the project has
+    # turned into on-demand. Holding on-demand for every lane wanted, out of spot quota in use
+    # or not, was tried: it cost the Alibaba replay (seed 0) 74 more misses than holding none.
+    quotas = model.snapshot.quotas
+    room = on_demand_room(policy_set, quotas, by_project)
+    idle = idle_spot(policy_set, quotas, by_project)
+    lanes = choose_lanes(inputs, outlooks, {p: room.get(p, 0) + idle.get(p, 0) for p in room})
     return inputs, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
+
+
+def idle_spot(
+    policy_set: PolicySet,
+    applied: Mapping[tuple[str, str], FlavorQuota],
+    by_project: Mapping[str, Sequence[WorkloadView]],
+) -> dict[str, int]:
+    """Per project, the spot GPUs of its first pool's quota that no admitted work uses: quota
+    a lane may take over for on-demand without making anyone wait for it."""
+    out: dict[str, int] = {}
+    for project in policy_set.projects:
+        if not project.spec.quotas:
+            continue
+        pool = project.spec.quotas[0].pool
+        quota = applied.get((project.name, pool))
+        if quota is None:
+            continue
+        flavor = names.flavor_name(pool, names.SPOT)
+        used = sum(
+            w.gpus for w in by_project.get(project.name, ()) if w.running and flavor in w.flavors
+        )
+        out[project.name] = max(quota.spot_gpus - used, 0)
+    return out
 
 
 def _final_lanes(
