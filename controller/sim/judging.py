@@ -29,9 +29,10 @@ estimate by the workloads counting toward it when it was made. The records, the 
 shrinkage (evidence in distinct deadline occurrences, `deadline_id`) are the ledger's.
 
 **Cost.** Refitting over every judged estimate at every pass would cost a whole-trace replay
-minutes, so the map is refitted only when the judged estimates grew by `REFIT_GROWTH` of those
-held (at least `REFIT_MIN_NEW`) since the last fit: a few hundred fits over a replay, each of a
-size that grows geometrically, so the total stays a small multiple of one fit over everything.
+minutes, so the map is refitted only once the estimates judged since the last fit number
+`REFIT_GROWTH` of those it was fitted on (and at least `REFIT_MIN_NEW`): a few hundred fits
+over a replay, of sizes growing geometrically, so the total stays a small multiple of one fit
+over everything.
 Judged estimates are held up to `MAX_JUDGED` (the ledger's bound), the oldest going first.
 """
 
@@ -95,6 +96,8 @@ class OnlineCalibration:
         """Estimates judged since the replay began (those dropped from `judged` included)."""
         self._fitted_at = 0
         """`judged_count` at the last fit."""
+        self._fitted_size = 0
+        """How many judged estimates the last fit was over."""
         self.fits = 0
         self.recalibration = Recalibration()
 
@@ -127,7 +130,7 @@ class OnlineCalibration:
                 del self._open[group]
         self.judged_count += judged
         new = self.judged_count - self._fitted_at
-        if new >= max(self.refit_min_new, self.refit_growth * len(self.judged)):
+        if new >= max(self.refit_min_new, self.refit_growth * self._fitted_size):
             self.refit()
         return judged
 
@@ -135,6 +138,7 @@ class OnlineCalibration:
         """The map fitted on every held judged estimate."""
         self.recalibration = fit_by_tier(list(self.judged), strength=self.strength)
         self._fitted_at = self.judged_count
+        self._fitted_size = len(self.judged)
         self.fits += 1
 
     def _resolve(
