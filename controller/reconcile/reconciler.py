@@ -43,6 +43,7 @@ from controller.reconcile.diff import (
     with_last_applied,
 )
 from controller.reconcile.lanes import lane_patch
+from controller.reconcile.learning import OutcomeLearning
 from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
 from controller.reconcile.status import (
     DeadlineTracking,
@@ -378,6 +379,8 @@ class Reconciler:
         self._validated: tuple[tuple[tuple[Any, Any], ...], ClusterValidation] | None = None
         self._plan: CapacityPlan | None = None
         """The last pass's plan: it stands for the next pass when nothing it read changed."""
+        self.learning = OutcomeLearning()
+        """Runtimes and outcomes learned from this cluster (in memory: see its module)."""
 
     def close(self) -> None:
         """Let the write threads end: the loop calls this once its last pass is done."""
@@ -422,12 +425,16 @@ class Reconciler:
             carried=self._plan.carried if self._plan is not None else None,
         )
         workloads = seen.workloads
+        # Finished work first, so that this pass's risks already sample what it taught.
+        self.learning.learn(policy_set, workloads)
+        seen = replace(seen, runtimes=self.learning.runtimes)
         previous = self._plan
         if previous is not None and plan_holds(previous, seen):
             plan = previous  # nothing it read changed: the decision stands, no need to decide
         else:
             plan = plan_capacity(seen)
         self._plan = plan
+        calibrated = self.learning.judge(policy_set, plan.deadlines, workloads, seen.now)
         by_project = project_workloads(policy_set, workloads)
         queued = {name: len(items) for name, items in by_project.items()}
         self._lane_projects = {
@@ -438,7 +445,7 @@ class Reconciler:
         }
         if self.metrics is not None:
             tiers = {p.name: p.spec.tier for p in policy_set.projects}
-            self.metrics.update(policy_set, plan)
+            self.metrics.update(policy_set, plan, calibrated)
             self.metrics.update_lanes(
                 (self._lane_projects[key], lane.capacity_type)
                 for key, lane in plan.lanes.items()

@@ -26,8 +26,15 @@ def judge(online: OnlineCalibration, now: float, done: dict[int, float]) -> int:
     return online.judge(now, done.get)
 
 
-def online_of(*submits: float, **kwargs: float) -> OnlineCalibration:
-    return OnlineCalibration({GROUP: [(s, i) for i, s in enumerate(submits)]}, **kwargs)
+def online_of(
+    *submits: float, strength: float = 20.0, refit_min_new: int = 50, refit_growth: float = 0.05
+) -> OnlineCalibration:
+    return OnlineCalibration(
+        {GROUP: [(s, i) for i, s in enumerate(submits)]},
+        strength=strength,
+        refit_min_new=refit_min_new,
+        refit_growth=refit_growth,
+    )
 
 
 def test_met_once_its_members_finished_and_missed_only_after_the_cutoff() -> None:
