@@ -87,7 +87,10 @@ class OnlineCalibration:
         self._first_unfinished = dict.fromkeys(self._members, 0)
         """Per group, the position of its first member (by submit) not seen finished: the
         members before it all finished, so it only moves forward."""
-        self._open: dict[Group, list[_Open]] = {}
+        self._open: dict[tuple[Group, float], list[_Open]] = {}
+        """Per group and cutoff, the open estimates in the order they were made: those
+        resolved by all their members finishing are a prefix (the earliest made), and those
+        of a passed cutoff are all of them, so a pass never rescans what stays open."""
         self.strength = strength
         self.refit_growth = refit_growth
         self.refit_min_new = refit_min_new
@@ -106,7 +109,9 @@ class OnlineCalibration:
     ) -> float:
         """Keep an estimate open until its deadline resolves; its calibrated risk now (by the
         map fitted on what was judged before)."""
-        self._open.setdefault((project, deadline), []).append(_Open(at, cutoff, tier, risk))
+        self._open.setdefault(((project, deadline), cutoff), []).append(
+            _Open(at, cutoff, tier, risk)
+        )
         return self.recalibration(tier, risk)
 
     def open_count(self) -> int:
@@ -119,15 +124,26 @@ class OnlineCalibration:
         `finish(index)`: when the job finished, None while it has not (or is not submitted).
         """
         judged = 0
-        late: dict[tuple[Group, float], float] = {}
-        for group in list(self._open):
-            opened = self._open[group]
-            remaining = [e for e in opened if not self._resolve(group, e, now, finish, late)]
-            judged += len(opened) - len(remaining)
-            if remaining:
-                self._open[group] = remaining
-            else:
-                del self._open[group]
+        for key in list(self._open):
+            group, cutoff = key
+            opened = self._open[key]
+            if now > cutoff:
+                earliest = self._earliest_late(self._members.get(group, ()), cutoff, now, finish)
+                for estimate in opened:
+                    self._judge(group, estimate, missed=earliest <= estimate.at, now=now)
+                judged += len(opened)
+                del self._open[key]
+                continue
+            running_since = self._first_running(group, finish)
+            done = 0
+            while done < len(opened) and opened[done].at < running_since:
+                self._judge(group, opened[done], missed=False, now=now)
+                done += 1
+            judged += done
+            if done == len(opened):
+                del self._open[key]
+            elif done:
+                self._open[key] = opened[done:]
         self.judged_count += judged
         new = self.judged_count - self._fitted_at
         if new >= max(self.refit_min_new, self.refit_growth * self._fitted_size):
@@ -141,33 +157,17 @@ class OnlineCalibration:
         self._fitted_size = len(self.judged)
         self.fits += 1
 
-    def _resolve(
-        self,
-        group: Group,
-        estimate: _Open,
-        now: float,
-        finish: Callable[[int], float | None],
-        late: dict[tuple[Group, float], float],
-    ) -> bool:
-        """Judge `estimate` if its outcome is known at `now`; whether it was.
-
-        `late` caches, per (group, cutoff), the earliest submit of a job that finished after
-        the cutoff or has not finished: the estimates made at or after it are missed."""
+    def _first_running(self, group: Group, finish: Callable[[int], float | None]) -> float:
+        """The submit of the group's earliest member (by submit) not seen finished; infinity
+        when all finished. An estimate made before it has all its members finished."""
         members = self._members.get(group, ())
-        if now > estimate.cutoff:
-            key = (group, estimate.cutoff)
-            earliest = late.get(key)
-            if earliest is None:
-                earliest = late[key] = self._earliest_late(members, estimate.cutoff, now, finish)
-            missed = earliest <= estimate.at
-        else:
-            first = self._first_unfinished.get(group, 0)
-            while first < len(members) and finish(members[first][1]) is not None:
-                first += 1
-            self._first_unfinished[group] = first
-            if first < len(members) and members[first][0] <= estimate.at:
-                return False  # a member is still running before the cutoff
-            missed = False
+        first = self._first_unfinished.get(group, 0)
+        while first < len(members) and finish(members[first][1]) is not None:
+            first += 1
+        self._first_unfinished[group] = first
+        return members[first][0] if first < len(members) else math.inf
+
+    def _judge(self, group: Group, estimate: _Open, *, missed: bool, now: float) -> None:
         project, deadline = group
         self.judged.append(
             Judged(
@@ -179,7 +179,6 @@ class OnlineCalibration:
                 resolved_at=now,
             )
         )
-        return True
 
     @staticmethod
     def _earliest_late(
