@@ -931,6 +931,29 @@ class DeadlineStatus:
 
 
 @dataclass(frozen=True)
+class RuntimeHistory:
+    """How much finished work the project's runtime estimates rest on (decayed counts)."""
+
+    declared: float = field(
+        default=0.0,
+        metadata=meta(
+            "declared is the number of finished workloads with a declared runtime the "
+            "controller learned the project's actual-over-declared ratio from (older ones "
+            "weigh less); 0 means the declared runtimes are used as they are.",
+            minimum=0,
+        ),
+    )
+    undeclared: float = field(
+        default=0.0,
+        metadata=meta(
+            "undeclared is the same for workloads that declared no runtime; 0 means the "
+            "project median or an hour is assumed.",
+            minimum=0,
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class TrainingProjectStatus:
     """What the controller knows of a project, as `kubectl get trainingprojects` shows it."""
 
@@ -972,6 +995,13 @@ class TrainingProjectStatus:
     )
     last_decision: Decision | None = field(
         default=None, metadata=meta("lastDecision taken for the project and why.")
+    )
+    runtime_history: RuntimeHistory | None = field(
+        default=None,
+        metadata=meta(
+            "runtimeHistory is how much finished work the controller learned the project's "
+            "runtimes from since it started (kept in memory: a restart starts afresh)."
+        ),
     )
 
 

@@ -971,7 +971,13 @@ class Reconciler:
                 policy_valid=validation.policy_set is not None,
                 quotas=quotas,
                 apply_error=apply_error,
-                capacity=project_capacity_status(result.capacity, name, live, now=now.timestamp())
+                capacity=project_capacity_status(
+                    result.capacity,
+                    name,
+                    live,
+                    now=now.timestamp(),
+                    runtime_history=self.learning.runtimes.history(name),
+                )
                 if result.capacity is not None and not errors
                 else None,
                 applied_before=name in with_objects,
