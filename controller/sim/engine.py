@@ -110,6 +110,8 @@ class RunSpec:
     """The policy: pending deadline workloads get per-workload lanes."""
     deadline_order: bool = True
     """The policy: waiting work is ordered by deadline (the policy's priority boosts)."""
+    learn_runtimes: bool = True
+    """The policy: its risk model samples runtimes learned from the jobs that finished."""
 
 
 BASELINES: dict[str, RunSpec] = {
@@ -122,6 +124,7 @@ POLICY = RunSpec("policy", "policy")
 ABLATIONS: dict[str, RunSpec] = {
     "policy-fifo": RunSpec("policy-fifo", "policy", deadline_order=False),
     "policy-no-lanes": RunSpec("policy-no-lanes", "policy", lanes=False),
+    "policy-declared-runtimes": RunSpec("policy-declared-runtimes", "policy", learn_runtimes=False),
 }
 """The policy with one of its levers off, to show what that lever is worth."""
 LANE_PASS_SECONDS = 5.0
@@ -307,7 +310,9 @@ class Replay:
         self.risk_log: list[tuple[float, str, str, float, float, float | None]] = []
         """(time, project, deadline, cutoff, raw risk, calibrated risk) of each estimate."""
         learns = self.spec.kind == "policy"
-        self.runtimes: RuntimeLearner | None = RuntimeLearner() if learns else None
+        self.runtimes: RuntimeLearner | None = (
+            RuntimeLearner() if learns and self.spec.learn_runtimes else None
+        )
         members: dict[tuple[str, str], list[tuple[float, int]]] = {}
         for index, job in enumerate(self.jobs):
             if job.label is not None:
