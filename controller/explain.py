@@ -103,6 +103,33 @@ def _deadline_lines(deadlines: Sequence[DeadlineStatus], targets: Mapping[str, f
     return ["Deadlines (risk = estimated probability of missing it):", *_table(rows)]
 
 
+def _runtime_history_lines(status: TrainingProjectStatus) -> list[str]:
+    """How much finished work the runtime estimates rest on: the reader can tell a risk from
+    learned runtimes from one on the declarations alone."""
+    history = status.runtime_history
+    if history is None:
+        return []
+
+    def basis(count: float, learned: str, fallback: str) -> str:
+        return f"{count:.1f} finished workloads ({learned})" if count > 0 else fallback
+
+    return [
+        "Runtime estimates rest on: "
+        + basis(
+            history.declared,
+            "actual over declared runtime",
+            "no finished workload with a declared runtime (declared runtimes used as they are)",
+        )
+        + "; "
+        + basis(
+            history.undeclared,
+            "runtimes of undeclared work",
+            "none without one (project median or an hour assumed)",
+        )
+        + " (decayed counts, since the controller started)"
+    ]
+
+
 def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
     held = {a.project: a.gpus for a in pool.assignments}
     lines = [
@@ -229,6 +256,7 @@ def format_explanation(
         )
     if status.last_decision is not None:
         lines.append(f"Last decision: {_decision(status.last_decision)}")
+    lines.extend(_runtime_history_lines(status))
     if policy is not None:
         policy_status, policy_unread = read_status(CapacityPolicyStatus, policy)
         policy_name = (policy.get("metadata") or {}).get("name")

@@ -80,6 +80,13 @@ class Metrics:
             ["project", "deadline", "tier"],
             registry=r,
         )
+        self.deadline_risk_calibrated_ratio = Gauge(
+            f"{PREFIX}_deadline_risk_calibrated_ratio",
+            "Probability of missing the deadline, recalibrated on the deadlines this controller "
+            "judged (ratio 0..1); equal to the raw risk until any is judged.",
+            ["project", "deadline", "tier"],
+            registry=r,
+        )
         self.deadline_slack_seconds = Gauge(
             f"{PREFIX}_deadline_slack_seconds",
             "Deadline minus the median projected finish; negative when late (seconds).",
@@ -240,8 +247,16 @@ class Metrics:
                     gauges[name].remove(*labels)
             self._seen.clear()
 
-    def update(self, policy_set: PolicySet, plan: CapacityPlan) -> None:
+    def update(
+        self,
+        policy_set: PolicySet,
+        plan: CapacityPlan,
+        calibrated: Mapping[tuple[str, str], float] | None = None,
+    ) -> None:
+        """Every plan series; `calibrated`, (project, deadline) -> the recalibrated risk, sets
+        the calibrated gauge (none given: the raw risk, as with nothing judged yet)."""
         tiers = {p.name: p.spec.tier for p in policy_set.projects}
+        calibrated = calibrated or {}
         with self._lock:
             self._set(
                 self.queue_pending_workloads,
@@ -259,6 +274,15 @@ class Metrics:
                 self.deadline_risk_ratio,
                 {
                     (d.project, d.deadline, tiers.get(d.project, "")): d.estimate.risk
+                    for d in plan.deadlines
+                },
+            )
+            self._set(
+                self.deadline_risk_calibrated_ratio,
+                {
+                    (d.project, d.deadline, tiers.get(d.project, "")): calibrated.get(
+                        (d.project, d.deadline), d.estimate.risk
+                    )
                     for d in plan.deadlines
                 },
             )

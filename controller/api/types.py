@@ -491,6 +491,16 @@ class RiskSettings:
             "it Kueue ignores the annotation."
         ),
     )
+    learn_runtimes: bool = field(
+        default=False,
+        metadata=meta(
+            "learnRuntimes makes the risk model sample each project's runtimes from what its "
+            "finished workloads ran against what they declared (the controller learns that "
+            "either way, and explain reports it). Off by default: in replays, risks that were "
+            "truer made the on-demand raises rarer and the deadlines missed more often, so the "
+            "thresholds need choosing again before it is turned on."
+        ),
+    )
     lost_below: float = field(
         default=0.05,
         metadata=meta(
@@ -961,6 +971,29 @@ class DeadlineStatus:
 
 
 @dataclass(frozen=True)
+class RuntimeHistory:
+    """How much finished work the project's runtime estimates rest on (decayed counts)."""
+
+    declared: float = field(
+        default=0.0,
+        metadata=meta(
+            "declared is the number of finished workloads with a declared runtime the "
+            "controller learned the project's actual-over-declared ratio from (older ones "
+            "weigh less); 0 means the declared runtimes are used as they are.",
+            minimum=0,
+        ),
+    )
+    undeclared: float = field(
+        default=0.0,
+        metadata=meta(
+            "undeclared is the same for workloads that declared no runtime; 0 means the "
+            "project median or an hour is assumed.",
+            minimum=0,
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class TrainingProjectStatus:
     """What the controller knows of a project, as `kubectl get trainingprojects` shows it."""
 
@@ -1002,6 +1035,13 @@ class TrainingProjectStatus:
     )
     last_decision: Decision | None = field(
         default=None, metadata=meta("lastDecision taken for the project and why.")
+    )
+    runtime_history: RuntimeHistory | None = field(
+        default=None,
+        metadata=meta(
+            "runtimeHistory is how much finished work the controller learned the project's "
+            "runtimes from since it started (kept in memory: a restart starts afresh)."
+        ),
     )
 
 

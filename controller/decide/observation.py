@@ -16,6 +16,7 @@ from controller.api.policy_set import PolicySet
 from controller.capacity import FlavorQuota, PoolTarget
 from controller.decide.mix import PoolState
 from controller.render.desired import Rendered
+from controller.risk.learning import RuntimeLearner
 from controller.risk.model import Carried
 from controller.risk.pools import NodeClaimView
 from controller.risk.workloads import WorkloadView
@@ -59,6 +60,10 @@ class Observation:
     """Whether the plan predicts each queue's wait. The predictions feed only the
     predicted-wait metric, no decision: the simulator, which publishes no metrics, skips
     them."""
+    runtimes: RuntimeLearner | None = field(default=None, compare=False, repr=False)
+    """Runtimes learned from finished work (`controller.risk.learning`), which the risk model
+    samples instead of the fixed spreads; None: the fixed spreads alone. The learner changes
+    as work finishes, so it is compared by nothing: a pass reads it as it is then."""
     carried: Carry | None = field(default=None, compare=False, repr=False)
     """What the last pass made (`CapacityPlan.carried`), reused where its inputs did not
     change; not part of what the pass decides on, only of what it costs."""

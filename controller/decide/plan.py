@@ -251,6 +251,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         seed=observation.seed,
         max_jobs=observation.max_jobs,
         deadline_first=step > 0,
+        runtimes=observation.runtimes if policy.spec.risk.learn_runtimes else None,
     )
     by_project = project_workloads(policy_set, workloads)
     widest = _widest_pending(policy_set, by_project)

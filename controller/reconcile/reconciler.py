@@ -44,6 +44,7 @@ from controller.reconcile.diff import (
     with_last_applied,
 )
 from controller.reconcile.lanes import lane_patch
+from controller.reconcile.learning import OutcomeLearning
 from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
 from controller.reconcile.shortages import shortages_seen
 from controller.reconcile.status import (
@@ -403,6 +404,8 @@ class Reconciler:
         """Per pool, the spot shortages Karpenter's capacity errors showed (see
         `controller.reconcile.shortages`): kept across passes, rebuilt by the first."""
         self._shortage_waits: dict[str, float] = {}
+        self.learning = OutcomeLearning()
+        """Runtimes and outcomes learned from this cluster (in memory: see its module)."""
 
     def close(self) -> None:
         """Let the write threads end: the loop calls this once its last pass is done."""
@@ -449,12 +452,16 @@ class Reconciler:
             spot_shortages=self._track_shortages(observed, policy_set, now),
         )
         workloads = seen.workloads
+        # Finished work first, so that this pass's risks already sample what it taught.
+        self.learning.learn(policy_set, workloads)
+        seen = replace(seen, runtimes=self.learning.runtimes)
         previous = self._plan
         if previous is not None and plan_holds(previous, seen):
             plan = previous  # nothing it read changed: the decision stands, no need to decide
         else:
             plan = plan_capacity(seen)
         self._plan = plan
+        calibrated = self.learning.judge(policy_set, plan.deadlines, workloads, seen.now)
         by_project = project_workloads(policy_set, workloads)
         if self.admission is not None:
             self.admission.publish(admission_state(plan, by_project), workloads)
@@ -467,7 +474,7 @@ class Reconciler:
         }
         if self.metrics is not None:
             tiers = {p.name: p.spec.tier for p in policy_set.projects}
-            self.metrics.update(policy_set, plan)
+            self.metrics.update(policy_set, plan, calibrated)
             self.metrics.update_lanes(
                 (self._lane_projects[key], lane.capacity_type)
                 for key, lane in plan.lanes.items()
@@ -1017,7 +1024,13 @@ class Reconciler:
                 policy_valid=validation.policy_set is not None,
                 quotas=quotas,
                 apply_error=apply_error,
-                capacity=project_capacity_status(result.capacity, name, live, now=now.timestamp())
+                capacity=project_capacity_status(
+                    result.capacity,
+                    name,
+                    live,
+                    now=now.timestamp(),
+                    runtime_history=self.learning.runtimes.history(name),
+                )
                 if result.capacity is not None and not errors
                 else None,
                 applied_before=name in with_objects,

@@ -32,6 +32,7 @@ from controller.api.types import (
     DeadlineStatus,
     PoolMix,
     PoolStatus,
+    RuntimeHistory,
     TrainingProjectStatus,
 )
 from controller.api.types import Decision as StatusDecision
@@ -568,7 +569,12 @@ def pool_status_entries(
 
 
 def project_capacity_status(
-    plan: CapacityPlan, project: str, previous: Mapping[str, Any], *, now: float
+    plan: CapacityPlan,
+    project: str,
+    previous: Mapping[str, Any],
+    *,
+    now: float,
+    runtime_history: Mapping[str, float] | None = None,
 ) -> TrainingProjectStatus:
     """The part of a project's status the capacity plan fills (deadlines, slack, pending, cost,
     last decision); `training_project_status` adds the conditions and the split.
@@ -601,6 +607,13 @@ def project_capacity_status(
             for d in reports
         ),
         last_decision=_status_decision(changed[-1], now) if changed else _stored_decision(previous),
+        # Rounded to tenths: the decayed counts change with every finish, not every pass.
+        runtime_history=None
+        if runtime_history is None
+        else RuntimeHistory(
+            declared=round(runtime_history.get("declared", 0.0), 1),
+            undeclared=round(runtime_history.get("undeclared", 0.0), 1),
+        ),
     )
 
 

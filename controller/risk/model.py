@@ -141,6 +141,11 @@ def project_workloads(
     return by_project
 
 
+def counts_toward(workload: WorkloadView, deadline: Deadline) -> bool:
+    """Whether the workload counts toward the deadline (its matchLabels, else its label)."""
+    return _counts(workload, deadline)
+
+
 def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
     if deadline.match_labels:
         return all(workload.labels.get(k) == v for k, v in deadline.match_labels.items())
@@ -746,6 +751,7 @@ __all__ = [
     "DeadlineReport",
     "RiskModel",
     "Snapshot",
+    "counts_toward",
     "cutoff",
     "deadline_workloads",
     "project_capacity",

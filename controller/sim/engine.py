@@ -68,6 +68,7 @@ from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
 from controller.render.kueue import KUEUE_DEFAULT_WHEN_CAN_BORROW, OWN_QUOTA_FIRST
+from controller.risk.learning import FinishedRun, RuntimeLearner
 from controller.risk.model import SIGMA_ANNOTATED
 from controller.risk.pools import NodeClaimView
 from controller.risk.shortage import ShortageState, expected_wait, launched, reported
@@ -76,6 +77,7 @@ from controller.risk.workloads import WorkloadView
 from controller.sim import karpenter as karpenter_model
 from controller.sim import kueue as kueue_model
 from controller.sim.attribution import attribute
+from controller.sim.judging import OnlineCalibration
 from controller.sim.model import (
     INTERRUPTED,
     PREEMPTED,
@@ -120,6 +122,9 @@ class RunSpec:
     """The policy: pending deadline workloads get per-workload lanes."""
     deadline_order: bool = True
     """The policy: waiting work is ordered by deadline (the policy's priority boosts)."""
+    learn_runtimes: bool = True
+    """The policy: runtimes are learned from the jobs that finished (the risk model samples
+    them only where the policy's `risk.learnRuntimes` says so)."""
 
 
 BASELINES: dict[str, RunSpec] = {
@@ -132,6 +137,7 @@ POLICY = RunSpec("policy", "policy")
 ABLATIONS: dict[str, RunSpec] = {
     "policy-fifo": RunSpec("policy-fifo", "policy", deadline_order=False),
     "policy-no-lanes": RunSpec("policy-no-lanes", "policy", lanes=False),
+    "policy-declared-runtimes": RunSpec("policy-declared-runtimes", "policy", learn_runtimes=False),
 }
 """The policy with one of its levers off, to show what that lever is worth."""
 LANE_PASS_SECONDS = 5.0
@@ -289,7 +295,7 @@ class Replay:
         self.gpu_hours: dict[str, float] = {SPOT: 0.0, ON_DEMAND: 0.0}
         self.peak: dict[str, float] = dict.fromkeys(self.pools, 0.0)
         self.timeline: list[Sample] = []
-        self.risk_log: list[tuple[float, str, str, float, float]] = []
+        self._init_learning()
         self.dirty = True
         self.activity = 0
         self._decided_at_activity = -1
@@ -309,6 +315,25 @@ class Replay:
             if spec.kind == "policy" and policy_set.policy.spec.risk.priority_boost
             else 0
         )
+
+    def _init_learning(self) -> None:
+        """What the policy learns from its own outcomes, as the controller does: runtimes from
+        the jobs that finished, and a recalibration of its risks from the deadlines that
+        resolved. The baselines estimate no risks and learn nothing."""
+        self.risk_log: list[tuple[float, str, str, float, float, float | None]] = []
+        """(time, project, deadline, cutoff, raw risk, calibrated risk) of each estimate."""
+        learns = self.spec.kind == "policy"
+        self.runtimes: RuntimeLearner | None = (
+            RuntimeLearner() if learns and self.spec.learn_runtimes else None
+        )
+        members: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        for index, job in enumerate(self.jobs):
+            if job.label is not None:
+                members.setdefault((job.spec.project, job.label), []).append(
+                    (job.spec.submit, index)
+                )
+        self.online: OnlineCalibration | None = OnlineCalibration(members) if learns else None
+        self._tiers = {p.name: p.spec.tier for p in self.policy_set.projects}
 
     def _init_lanes(self) -> None:
         self.lanes = self.spec.kind == "policy" and self.spec.lanes
@@ -517,6 +542,7 @@ class Replay:
             seed=self.seed,
             max_jobs=SIM_MAX_JOBS,
             predict_waits=False,
+            runtimes=self.runtimes,
             lanes=self.lanes,
             spot_shortages=self._shortage_waits(),
         )
@@ -641,13 +667,35 @@ class Replay:
         return -self.boost_step * urgency_level(slack)
 
     def _record_risks(self, plan: CapacityPlan) -> None:
-        if self.now < self.scored_from:
-            return
+        """Judge the estimates whose deadline resolved, then keep this pass's: each open until
+        its deadline resolves, with the risk the recalibration learned so far makes of it.
+        The lead-in's estimates are judged and learned from (a controller that ran before the
+        window would have), but only the window's are scored."""
+        online = self.online
+        if online is not None:
+            online.judge(self.now, self._finished_at)
         for report in plan.deadlines:
             if report.cutoff > self.now and report.workloads:
-                self.risk_log.append(
-                    (self.now, report.project, report.deadline, report.cutoff, report.estimate.risk)
-                )
+                risk = report.estimate.risk
+                calibrated = None
+                if online is not None:
+                    tier = self._tiers.get(report.project, "")
+                    calibrated = online.estimate(
+                        self.now,
+                        report.project,
+                        report.deadline,
+                        cutoff=report.cutoff,
+                        tier=tier,
+                        risk=risk,
+                    )
+                if self.now >= self.scored_from:
+                    self.risk_log.append(
+                        (self.now, report.project, report.deadline, report.cutoff, risk, calibrated)
+                    )
+
+    def _finished_at(self, index: int) -> float | None:
+        """When the job finished; None while it has not (what the judging may know now)."""
+        return self.jobs[index].finish
 
     # ------------------------------------------------------------------ jobs
     def _touch(self) -> None:
@@ -807,6 +855,19 @@ class Replay:
         self.karpenter.release(index, now=self.now)
         self.kueue.finish(index)
         self.dirty = True
+        if self.runtimes is not None:
+            # Learned only now that it ended: its true runtime is known from here on.
+            spec = job.spec
+            self.runtimes.observe(
+                FinishedRun(
+                    uid=f"{job.namespace}/{spec.job_id}",
+                    project=spec.project,
+                    finished_at=self.now,
+                    actual_seconds=spec.duration,
+                    declared_seconds=spec.expected_duration,
+                    queue=spec.project,
+                )
+            )
 
     # ------------------------------------------------------------------ settling
     def _settle(self) -> None:
@@ -1035,13 +1096,15 @@ class Replay:
         for items in members.values():
             items.sort()
         out = []
-        for at, project, deadline, cutoff, risk in self.risk_log:
+        for at, project, deadline, cutoff, risk, calibrated in self.risk_log:
             missed = any(
                 finish > cutoff
                 for submit, finish in members.get((project, deadline), ())
                 if submit <= at and finish > at
             )
-            out.append(RiskRecord(at - self.scored_from, project, deadline, risk, missed))
+            out.append(
+                RiskRecord(at - self.scored_from, project, deadline, risk, missed, calibrated)
+            )
         return out
 
 

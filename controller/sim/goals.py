@@ -9,6 +9,8 @@ cases; a goal is met when it holds in every case:
 - **production**: the policy meets at least 99 % of the production tier's deadlines;
 - **calibration**: in every decile of the policy's estimated risks holding at least 100
   estimates, the observed share of misses is within 0.05 of the mean predicted risk;
+- **recalibration**: the same of the risks as the online recalibration made them
+  (`controller.sim.judging`), and their Brier score below the raw risks';
 - **mix changes**: the policy changes the mix no more often than reactive;
 - **speed**: the whole Philly replay, the policy and every baseline, takes under 5 minutes
   (checked only on the case named `philly`; the machine's cores are the reader's to state).
@@ -59,6 +61,10 @@ class RunNumbers:
     """The largest |observed - predicted| over the deciles with `MIN_ESTIMATES` estimates."""
     judged_deciles: int = 0
     brier: float | None = None
+    recalibrated_deviation: float | None = None
+    """The same of the recalibrated risks; None without them."""
+    recalibrated_judged_deciles: int = 0
+    recalibrated_brier: float | None = None
     peak: Mapping[str, float] = field(default_factory=dict)
     """Per pool, the peak provisioned GPUs."""
     ceilings: Mapping[str, int] = field(default_factory=dict)
@@ -104,7 +110,7 @@ def case_numbers(
     runs = []
     for run in figures:
         production = next((t for t in run.tiers if t.tier == PRODUCTION_TIER), None)
-        calibration = run.calibration
+        calibration, recalibrated = run.calibration, run.recalibrated
         measurement = measured.get(run.name)
         runs.append(
             RunNumbers(
@@ -118,6 +124,13 @@ def case_numbers(
                 calibration_deviation=None if calibration is None else calibration.max_deviation(),
                 judged_deciles=0 if calibration is None else len(calibration.judged()),
                 brier=None if calibration is None else calibration.brier,
+                recalibrated_deviation=None
+                if recalibrated is None
+                else recalibrated.max_deviation(),
+                recalibrated_judged_deciles=0
+                if recalibrated is None
+                else len(recalibrated.judged()),
+                recalibrated_brier=None if recalibrated is None else recalibrated.brier,
                 peak=dict(run.peak_provisioned),
                 ceilings=dict(run.ceilings),
                 wall_seconds=None if measurement is None else measurement.wall_seconds,
@@ -227,6 +240,24 @@ def check_calibration(case: CaseNumbers) -> CaseCheck:
     )
 
 
+def check_recalibration(case: CaseNumbers) -> CaseCheck:
+    """The recalibrated risks within the tolerance in every judged decile, and a Brier score
+    better than the raw risks' (a recalibration that only moved risks around is no gain)."""
+    policy = case.run(POLICY)
+    if policy is None or policy.recalibrated_brier is None or policy.brier is None:
+        return CaseCheck(case.label, None, "the policy run recorded no recalibrated risks")
+    deviation = policy.recalibrated_deviation
+    if deviation is None:
+        return CaseCheck(case.label, None, f"no decile of recalibrated risks holds {MIN_ESTIMATES}")
+    return CaseCheck(
+        case.label,
+        deviation <= CALIBRATION_TOLERANCE and policy.recalibrated_brier < policy.brier,
+        f"largest |observed - predicted| {deviation:.3f} over "
+        f"{policy.recalibrated_judged_deciles} deciles (goal {CALIBRATION_TOLERANCE:g}); "
+        f"Brier score {policy.recalibrated_brier:.4f} recalibrated vs {policy.brier:.4f} raw",
+    )
+
+
 def check_mix_changes(case: CaseNumbers) -> CaseCheck:
     policy, reactive = case.run(POLICY), case.run(REACTIVE)
     if policy is None or reactive is None:
@@ -264,6 +295,12 @@ GOALS: tuple[tuple[str, Check, str | None], ...] = (
         f"calibration within +/-{CALIBRATION_TOLERANCE:g} in every decile holding at least "
         f"{MIN_ESTIMATES} estimates",
         check_calibration,
+        None,
+    ),
+    (
+        f"recalibrated risks within +/-{CALIBRATION_TOLERANCE:g} in every decile holding at "
+        f"least {MIN_ESTIMATES} estimates, with a Brier score below the raw risks'",
+        check_recalibration,
         None,
     ),
     ("no more mix changes than reactive", check_mix_changes, None),
@@ -316,6 +353,7 @@ def case_table(case: CaseNumbers) -> list[str]:
         f"{PRODUCTION_TIER} met",
         "mix changes",
         "calibration max dev",
+        "recalibrated max dev",
         "peak / ceiling GPUs",
         "wall",
         "peak RSS",
@@ -331,6 +369,9 @@ def case_table(case: CaseNumbers) -> list[str]:
             "-"
             if run.calibration_deviation is None
             else f"{run.calibration_deviation:.3f} ({run.judged_deciles} deciles)",
+            "-"
+            if run.recalibrated_deviation is None
+            else f"{run.recalibrated_deviation:.3f} ({run.recalibrated_judged_deciles} deciles)",
             _ceiling(run),
             "-" if run.wall_seconds is None else f"{run.wall_seconds:,.1f} s",
             "-" if run.peak_rss_mib is None else f"{run.peak_rss_mib:,.0f} MiB",

@@ -147,6 +147,9 @@ class RiskRecord:
     risk: float
     missed: bool
     """Whether some workload counting toward it at `time` finished after its cutoff (or never)."""
+    calibrated: float | None = None
+    """The risk recalibrated by what the run had judged before `time`
+    (`controller.sim.judging`); None when the run did not recalibrate."""
 
 
 @dataclass

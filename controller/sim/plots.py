@@ -132,7 +132,9 @@ def write_plots(
     points = frontier_points(figures, policy=policy)
     if points is not None:
         drawn.append((FRONTIER, frontier_figure(points)))
-    calibrated = [(f.name, f.calibration) for f in figures if f.calibration is not None]
+    calibrated = [(f.name, f.calibration) for f in figures if f.calibration is not None] + [
+        (f"{f.name}, recalibrated", f.recalibrated) for f in figures if f.recalibrated is not None
+    ]
     if any(c.count for _, c in calibrated):
         drawn.append((CALIBRATION, calibration_figure(calibrated)))
     paths = []

@@ -26,7 +26,8 @@ Definitions, stated once because a figure is only as useful as its definition:
   the pool's ceiling (the GPUs its quotas promise, at most its maxGpus); a run whose peak
   exceeds it is flagged.
 - **Calibration**: the reliability table and Brier score of the risks the run estimated
-  (`controller.sim.calibration`); only the policy run estimates risks.
+  (`controller.sim.calibration`), raw and recalibrated online from the deadlines judged before
+  each estimate (`controller.sim.judging`); only the policy run estimates risks.
 - **Conservation**: a finished job held its GPUs for its work plus the work it redid, so
   `used == work + lost` for each; the largest deviation is reported, in GPU-seconds, as a
   check on the engine's accounting rather than a property of the policy.
@@ -48,7 +49,7 @@ from typing import Any
 from controller import names
 from controller.sim import calibration as calibration_model
 from controller.sim.attribution import attribute
-from controller.sim.calibration import Calibration, calibrate
+from controller.sim.calibration import Calibration, calibrate, calibrate_recalibrated
 from controller.sim.model import (
     CAUSES,
     INFEASIBLE,
@@ -150,6 +151,8 @@ class RunFigures:
     """Per pool, its ceiling in GPUs."""
     calibration: Calibration | None = None
     """The run's risk estimates scored; None when it estimated none (the baselines)."""
+    recalibrated: Calibration | None = None
+    """The same estimates scored by their calibrated risks; None without them."""
 
     @property
     def pools(self) -> list[str]:
@@ -334,6 +337,7 @@ def run_figures(
         peak_provisioned=dict(sorted(result.peak_provisioned.items())),
         ceilings=dict(sorted(result.ceilings.items())),
         calibration=calibrate(result.risk_log) if result.risk_log else None,
+        recalibrated=calibrate_recalibrated(result.risk_log),
     )
 
 
@@ -427,6 +431,9 @@ def run_document(figures: RunFigures) -> dict[str, Any]:
         "calibration": None
         if figures.calibration is None
         else calibration_model.calibration_document(figures.calibration),
+        "calibration_recalibrated": None
+        if figures.recalibrated is None
+        else calibration_model.calibration_document(figures.recalibrated),
         "conservation": {
             "finished_jobs": c.finished,
             "used_gpu_seconds": c.used_gpu_seconds,
@@ -692,7 +699,14 @@ def reliability_table(calibration: Calibration, *, markdown: bool) -> list[str]:
 
 
 def _calibrated(figures: Sequence[RunFigures]) -> list[tuple[str, Calibration]]:
-    return [(run.name, run.calibration) for run in figures if run.calibration is not None]
+    """(title, table) of each run's risks: raw, then recalibrated where the run has it."""
+    out = []
+    for run in figures:
+        if run.calibration is not None:
+            out.append((run.name, run.calibration))
+        if run.recalibrated is not None:
+            out.append((f"{run.name}, recalibrated", run.recalibrated))
+    return out
 
 
 def measurement_table(measurements: Sequence[Measurement], *, markdown: bool) -> list[str]:
@@ -806,7 +820,10 @@ def render_markdown(
             "binned by predicted risk, against how often that deadline was then missed; "
             "deviation = observed - mean predicted (positive: risk understated). Deciles with "
             f"fewer than {calibration_model.MIN_ESTIMATES} estimates are shown, not judged. "
-            "Each pass re-estimates every open deadline, so one deadline gives many estimates.",
+            "Each pass re-estimates every open deadline, so one deadline gives many estimates. "
+            "The recalibrated table scores the same estimates by the risk the online "
+            "recalibration made of each, fitted only on the deadlines judged before it "
+            "(`controller.sim.judging`); the policy acts on the raw risk.",
         ]
         if calibration.count:
             lines += ["", *reliability_table(calibration, markdown=True)]

@@ -14,6 +14,7 @@ import pytest
 
 from controller.explain import MAX_EVENTS, format_explanation, relevant_events
 from controller.risk.shortage import CapacityError, Shortages, fold
+from tests.builders import set_path
 
 Doc = dict[str, Any]
 FIXED_SHORTAGE_START = 1795435200.0
@@ -243,6 +244,24 @@ def without(doc: Doc, *paths: str) -> Doc:
             [],
             ["Last decision:", "Quota split:"],
             id="no split and no decision yet: neither is shown",
+        ),
+        pytest.param(
+            set_path(PROJECT, "status.runtimeHistory", {"declared": 12.5, "undeclared": 0.0}),
+            POLICY,
+            [
+                "Runtime estimates rest on: 12.5 finished workloads (actual over declared "
+                "runtime); none without one (project median or an hour assumed) (decayed "
+                "counts, since the controller started)"
+            ],
+            [],
+            id="the history the runtime estimates rest on",
+        ),
+        pytest.param(
+            PROJECT,
+            POLICY,
+            [],
+            ["Runtime estimates rest on"],
+            id="no runtime history recorded: no line",
         ),
     ],
 )

@@ -1266,6 +1266,7 @@ FULL_POLICY: dict[str, Any] = policy_doc(
         "maxStepGpus": 8,
         "priorityBoost": True,
         "priorityBoostValue": 500,
+        "learnRuntimes": True,
         "lostBelow": 0.02,
         "lostMaxWaitSeconds": 43200,
         "samples": 300,

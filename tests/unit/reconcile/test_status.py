@@ -435,6 +435,19 @@ def test_an_unchanging_hold_writes_status_once(made: Decision) -> None:
     assert not status_changed(live(first), {"pools": as_stored(again)})
 
 
+def test_runtime_history_in_status_to_a_tenth() -> None:
+    """The learner's decayed counts go into status rounded to tenths (a change in the fifth
+    digit is no status write); none given, none written."""
+    made = decision(RAISED)
+    history = {"declared": 12.3456, "undeclared": 0.04}
+    got = to_json(project_capacity_status(plan_of(made), "vision", {}, now=FIXED_NOW))
+    assert "runtimeHistory" not in got
+    got = to_json(
+        project_capacity_status(plan_of(made), "vision", {}, now=FIXED_NOW, runtime_history=history)
+    )
+    assert got["runtimeHistory"] == {"declared": 12.3, "undeclared": 0.0}
+
+
 def test_project_last_decision() -> None:
     raised = decision(RAISED, Action.RAISE, Reason.RISK_ABOVE_THRESHOLD, previous=8, message="up")
     steady = decision(RAISED)

@@ -1,0 +1,175 @@
+"""What the controller learns from its own cluster between passes: runtimes and outcomes.
+
+The shell around `controller.risk.learning` and `controller.risk.recalibration`: each pass
+
+1. counts the Workloads Kueue reports Finished into the `RuntimeLearner` (`finished_run`: from
+   pods-ready, else admission, to the finish, plus earlier admissions), which the pass's risk
+   model then samples (`Observation.runtimes`);
+2. records each open deadline's raw risk in the `OutcomeLedger`, with the Workloads counting
+   toward it then, and judges a deadline occurrence once its outcome is known: *met* when all
+   its Workloads finished by the cutoff, *missed* at the first pass after the cutoff when one
+   was still unfinished then or finished after it;
+3. refits the per-tier monotone recalibration (`fit_by_tier`) when new judgements arrived (and
+   only then: REFIT_GROWTH keeps a large ledger's refits rare), and gives each deadline's
+   calibrated risk for the metrics.
+
+**Kept in memory, not persisted (yet).** The learner's summary (`RuntimeLearner.to_dict`) is
+meant for a ConfigMap beside the controller; the test API server this project runs against
+serves CRDs only (no `/api/v1`), so there is no ConfigMap to write and a restart starts the
+learner and the ledger afresh: with no history the risk model's runtimes are exactly today's
+(declared runtime and fixed spread) and the calibrated risk is the raw one, so a restart costs
+accuracy, never correctness. `summary()` is what a writer would store.
+
+A Workload that disappears (Kueue deleted it with its Job) before it was seen finished is taken
+as finished when last seen unfinished: late only if that was after the cutoff. A deadline's
+members are every Workload that counted toward it at any of its estimates (one outcome per
+deadline occurrence, as the ledger judges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api.policy_set import PolicySet
+from controller.risk.learning import RuntimeLearner, finished_run
+from controller.risk.model import DeadlineReport, counts_toward, project_workloads
+from controller.risk.recalibration import (
+    OutcomeLedger,
+    Recalibration,
+    RiskEstimate,
+    deadline_id,
+    fit_by_tier,
+)
+from controller.risk.workloads import WorkloadView
+
+REFIT_GROWTH = 0.05
+"""The recalibration is refitted once the estimates judged since the last fit number this share
+of those it was fitted on (and at least one): a ledger of 100,000 refits seldom."""
+
+Key = tuple[str, str]
+"""(namespace, name) of a Workload."""
+
+
+@dataclass
+class _Open:
+    """A deadline occurrence waiting for its outcome."""
+
+    cutoff: float
+    members: dict[Key, float] = field(default_factory=dict)
+    """Each Workload that counted toward it -> when it was last seen unfinished."""
+    finished: dict[Key, float] = field(default_factory=dict)
+    """Members seen finished -> their finish."""
+
+
+class OutcomeLearning:
+    """The runtime learner, the outcome ledger and the recalibration, fed pass by pass."""
+
+    def __init__(self) -> None:
+        self.runtimes = RuntimeLearner()
+        self.ledger = OutcomeLedger()
+        self.recalibration = Recalibration()
+        self._open: dict[str, _Open] = {}
+        self._fitted_size = 0
+        self._judged_since_fit = 0
+        self.fits = 0
+
+    def learn(self, policy_set: PolicySet, workloads: Sequence[WorkloadView]) -> int:
+        """Count the finished Workloads of the policy's projects (each once); how many were
+        new. A Workload belongs to the project whose queue it was submitted to."""
+        owner = {
+            (namespace, project.name): project.name
+            for project in policy_set.projects
+            for namespace in project.spec.namespaces
+        }
+        runs = []
+        for workload in workloads:
+            if not workload.finished:
+                continue
+            project = owner.get((workload.namespace, workload.queue))
+            if project is None and workload.cluster_queue is not None:
+                project = (
+                    workload.cluster_queue if policy_set.project(workload.cluster_queue) else None
+                )
+            if project is not None:
+                run = finished_run(workload, project)
+                if run is not None:
+                    runs.append(run)
+        return self.runtimes.observe_all(runs)
+
+    def judge(
+        self,
+        policy_set: PolicySet,
+        reports: Sequence[DeadlineReport],
+        workloads: Sequence[WorkloadView],
+        now: float,
+    ) -> dict[tuple[str, str], float]:
+        """Judge what resolved, record this pass's estimates, refit if new judgements came;
+        the calibrated risk of each deadline reported (the plan's `deadlines`), by (project,
+        deadline)."""
+        seen = {(w.namespace, w.name): w for w in workloads}
+        judged = 0
+        for ident in list(self._open):
+            outcome = self._outcome(self._open[ident], seen, now)
+            if outcome is not None:
+                judged += len(self.ledger.resolve(ident, missed=outcome, at=now))
+                del self._open[ident]
+        self._judged_since_fit += judged
+        if self._judged_since_fit and self._judged_since_fit >= REFIT_GROWTH * self._fitted_size:
+            judged_all = list(self.ledger.judged)
+            self.recalibration = fit_by_tier(judged_all)
+            self._fitted_size, self._judged_since_fit = len(judged_all), 0
+            self.fits += 1
+        tiers = {p.name: p.spec.tier for p in policy_set.projects}
+        by_project = project_workloads(policy_set, workloads)
+        calibrated = {}
+        for report in reports:
+            tier = tiers.get(report.project, "")
+            calibrated[(report.project, report.deadline)] = self.recalibration(
+                tier, report.estimate.risk
+            )
+            if report.cutoff <= now or not report.workloads:
+                continue
+            ident = deadline_id(report.project, report.deadline, report.cutoff)
+            self.ledger.record(RiskEstimate(ident, tier, report.estimate.risk, now))
+            project = policy_set.project(report.project)
+            deadline = (
+                next((d for d in project.spec.deadlines if d.name == report.deadline), None)
+                if project is not None
+                else None
+            )
+            if deadline is None:
+                continue
+            opened = self._open.setdefault(ident, _Open(report.cutoff))
+            for w in by_project.get(report.project, ()):
+                if counts_toward(w, deadline):
+                    opened.members[(w.namespace, w.name)] = now
+        return calibrated
+
+    @staticmethod
+    def _outcome(opened: _Open, seen: Mapping[Key, WorkloadView], now: float) -> bool | None:
+        """True missed, False met, None not known yet."""
+        running = False
+        for key, last_seen in opened.members.items():
+            workload = seen.get(key)
+            if workload is not None and workload.finished:
+                finish = workload.finished_at if workload.finished_at is not None else now
+                opened.finished.setdefault(key, finish)
+            if key in opened.finished:
+                if opened.finished[key] > opened.cutoff:
+                    return True
+            elif workload is not None:
+                opened.members[key] = now
+                if now > opened.cutoff:
+                    return True
+                running = True
+            elif last_seen > opened.cutoff:
+                return True  # gone, and last seen unfinished after the cutoff
+        if now > opened.cutoff or not running:
+            return False
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """What a restart would need: the learner's and the ledger's summaries."""
+        return {"runtimes": self.runtimes.to_dict(), "ledger": self.ledger.to_dict()}
