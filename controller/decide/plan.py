@@ -117,6 +117,18 @@ class CapacityPlan:
         """One project's deadline reports (statuses ask for each of a thousand projects)."""
         return self._deadlines_by_project.get(project, ())
 
+    @cached_property
+    def _lost_by_project(self) -> dict[str, dict[tuple[str, str], LostWorkload]]:
+        grouped: dict[str, dict[tuple[str, str], LostWorkload]] = {}
+        for key, judged in self.lost_deadlines.items():
+            grouped.setdefault(judged.project, {})[key] = judged
+        return grouped
+
+    def lost_of(self, project: str) -> Mapping[tuple[str, str], LostWorkload]:
+        """One project's lost waiting workloads (statuses ask for each of a thousand
+        projects)."""
+        return self._lost_by_project.get(project, {})
+
 
 def state_target(state: PoolState) -> PoolTarget:
     """The target a pool's state describes, when nothing holds its shift back."""
