@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.api.types import Tier, TrainingProjectStatus
+from controller.api.types import Tier, TrainingProject, TrainingProjectStatus
 from controller.reconcile.status import read_status
 from controller.risk.model import LostWorkload
 from controller.timestamps import format_duration, format_time
@@ -75,8 +75,9 @@ def workload_key(workload: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def tiers_of(projects: Sequence[Any], tiers: Sequence[Tier]) -> dict[str, Tier]:
-    """Per project name, its tier (None-free: a project with an unknown tier is left out)."""
+def tiers_of(projects: Sequence[TrainingProject], tiers: Sequence[Tier]) -> dict[str, Tier]:
+    """Per project name, its tier: the Event says whether the tier demotes lost work. A
+    project whose tier the policy lacks is left out (its note says it keeps its order)."""
     by_name = {t.name: t for t in tiers}
     return {p.name: by_name[p.spec.tier] for p in projects if p.spec.tier in by_name}
 
