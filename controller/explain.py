@@ -130,6 +130,26 @@ def _runtime_history_lines(status: TrainingProjectStatus) -> list[str]:
     ]
 
 
+def lost_lines(status: TrainingProjectStatus) -> list[str]:
+    """The project's waiting workloads that can no longer make their deadline, with their
+    chance: told at once (a DeadlineLost Event each), so a team can act on them early. The
+    status names up to `MAX_LOST_LISTED` of them; the rest are counted."""
+    listed = status.lost
+    count = max(status.lost_workloads or 0, len(listed))
+    if not count:
+        return []
+    rows = [["WORKLOAD", "DEADLINE", "CHANCE"]]
+    rows.extend([f"{w.namespace}/{w.name}", w.deadline, f"{w.chance:.1%}"] for w in listed)
+    lines = [
+        f"Lost: {count} waiting workload(s) cannot make their deadline even if started now "
+        "(still admitted; chance = of finishing in time):",
+        *_table(rows),
+    ]
+    if count > len(listed):
+        lines.append(f"  and {count - len(listed)} more")
+    return lines
+
+
 def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
     held = {a.project: a.gpus for a in pool.assignments}
     lines = [
@@ -240,6 +260,10 @@ def format_explanation(
         lines.append(f"  {condition.type}={condition.status} ({condition.reason}){message}")
     lines.append("")
     lines.extend(_deadline_lines(status.deadlines, _targets(spec)))
+    lost = lost_lines(status)
+    if lost:
+        lines.append("")
+        lines.extend(lost)
     lines.append("")
     lines.append(
         f"Pending GPUs: {status.pending_gpus or 0}   "

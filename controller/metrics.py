@@ -176,6 +176,13 @@ class Metrics:
             ["project", "lane"],
             registry=r,
         )
+        self.lost_workloads = Gauge(
+            f"{PREFIX}_lost_workloads",
+            "Waiting workloads of the project whose deadline is lost: even started now, their "
+            "chance to make it is under risk.lostBelow (count).",
+            ["project"],
+            registry=r,
+        )
         self.reconcile_duration_seconds = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
             "Duration of one full reconcile pass (seconds).",
@@ -334,6 +341,16 @@ class Metrics:
                     (p.name, p.spec.tier): 1.0 if p.name in plan.budget_exceeded else 0.0
                     for p in policy_set.projects
                     if p.spec.budget is not None
+                },
+            )
+            # Every project with deadlines reports, 0 included: an alert on a rise needs the
+            # series before the first lost workload, not only after it.
+            self._set(
+                self.lost_workloads,
+                {
+                    (p.name,): float(len(plan.lost_of(p.name)))
+                    for p in policy_set.projects
+                    if p.spec.deadlines
                 },
             )
             for decision in plan.decisions:

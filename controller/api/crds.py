@@ -124,6 +124,7 @@ def training_project_crd() -> dict[str, Any]:
             {"name": "GPUs", "type": "integer", "jsonPath": ".status.nominalGpus"},
             {"name": "Risk", "type": "number", "jsonPath": ".status.worstDeadlineRisk"},
             {"name": "Slack", "type": "string", "jsonPath": ".status.slack"},
+            {"name": "Lost", "type": "integer", "jsonPath": ".status.lostWorkloads"},
             {"name": "Ready", "type": "string", "jsonPath": _READY},
         ],
     )

@@ -81,6 +81,14 @@ class ConditionStatus(enum.StrEnum):
     UNKNOWN = "Unknown"
 
 
+class DeadlineState(enum.StrEnum):
+    """Whether every waiting workload of a deadline can still make it: a deadline known lost
+    early is worth more to a team than one missed late."""
+
+    SAVABLE = "Savable"
+    LOST = "Lost"
+
+
 # --------------------------------------------------------------------------- CapacityPolicy
 
 
@@ -968,6 +976,39 @@ class DeadlineStatus:
         default=None,
         metadata=meta("projectedFinish is the median projected finish.", format="date-time"),
     )
+    state: DeadlineState | None = field(
+        default=None,
+        metadata=meta(
+            "state is Lost when at least one of its waiting workloads can no longer make it "
+            "(lostWorkloads), else Savable; risk says how likely a miss is."
+        ),
+    )
+    lost_workloads: int | None = field(
+        default=None,
+        metadata=meta(
+            "lostWorkloads counts its waiting workloads whose chance to make it, even started "
+            "now, is under risk.lostBelow (judged against their earliest open deadline).",
+            minimum=0,
+        ),
+    )
+
+
+MAX_LOST_LISTED = 20
+"""Lost workloads a project's status names; lostWorkloads counts them all."""
+
+
+@dataclass(frozen=True)
+class LostWorkload:
+    """A waiting workload whose deadline is lost, named in its project's status."""
+
+    namespace: str = field(metadata=_name("namespace of the Workload."))
+    name: str = field(metadata=meta("name of the Workload.", min_length=1, max_length=253))
+    deadline: str = field(metadata=_name("deadline it can no longer make."))
+    chance: float = field(
+        metadata=meta(
+            "chance it has to make the deadline even if started now.", minimum=0, maximum=1
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -1026,6 +1067,24 @@ class TrainingProjectStatus:
     deadlines: tuple[DeadlineStatus, ...] = field(
         default=(),
         metadata=meta("deadlines and their risk.", max_items=16, list_map_keys=("name",)),
+    )
+    lost_workloads: int | None = field(
+        default=None,
+        metadata=meta(
+            "lostWorkloads counts the project's waiting workloads whose deadline is lost: even "
+            "started now, their chance to make it is under risk.lostBelow. They are still "
+            "admitted (in tiers with demoteLost, after savable work).",
+            minimum=0,
+        ),
+    )
+    lost: tuple[LostWorkload, ...] = field(
+        default=(),
+        metadata=meta(
+            f"lost names up to {MAX_LOST_LISTED} of those workloads, by namespace and name, "
+            "with their chance.",
+            max_items=MAX_LOST_LISTED,
+            list_map_keys=("namespace", "name"),
+        ),
     )
     mix: tuple[PoolMix, ...] = field(
         default=(),

@@ -45,6 +45,7 @@ from controller.render.desired import Rendered, render, render_quotas
 from controller.risk.forecast import DemandForecast, forecast_demand, warm_pool_target
 from controller.risk.model import (
     DeadlineReport,
+    LostWorkload,
     RiskModel,
     Snapshot,
     project_workloads,
@@ -87,8 +88,12 @@ class CapacityPlan:
     workload of ours carries no lane."""
     lost: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """(namespace, name) -> chance to make it, for each waiting workload whose deadline is
-    lost (under `risk.lostBelow` even if started now), in tiers that demote lost work: told
-    to its owner at once, and placed after savable work while it waits."""
+    lost (under `risk.lostBelow` even if started now), in every tier: told to its owner at
+    once (status, Event, metric), and, in tiers that demote lost work, placed after savable
+    work while it waits."""
+    lost_deadlines: Mapping[tuple[str, str], LostWorkload] = field(default_factory=dict)
+    """The same workloads with the project and the deadline each was judged against (its
+    earliest open one): what the status, the Event and the metric name."""
     spot_outlooks: Mapping[str, SpotOutlook] = field(default_factory=dict)
     """Per project that may run on spot, what spot may cost its workloads (what a lane is
     decided from)."""
@@ -111,6 +116,18 @@ class CapacityPlan:
     def deadlines_of(self, project: str) -> tuple[DeadlineReport, ...]:
         """One project's deadline reports (statuses ask for each of a thousand projects)."""
         return self._deadlines_by_project.get(project, ())
+
+    @cached_property
+    def _lost_by_project(self) -> dict[str, dict[tuple[str, str], LostWorkload]]:
+        grouped: dict[str, dict[tuple[str, str], LostWorkload]] = {}
+        for key, judged in self.lost_deadlines.items():
+            grouped.setdefault(judged.project, {})[key] = judged
+        return grouped
+
+    def lost_of(self, project: str) -> Mapping[tuple[str, str], LostWorkload]:
+        """One project's lost waiting workloads (statuses ask for each of a thousand
+        projects)."""
+        return self._lost_by_project.get(project, {})
 
 
 def state_target(state: PoolState) -> PoolTarget:
@@ -379,7 +396,8 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         cost_per_hour=by_flavor,
         project_cost_per_hour=per_project,
         budget_exceeded=exceeded,
-        lost=lost,
+        lost={key: judged.chance for key, judged in lost.items()},
+        lost_deadlines=lost,
         lanes=_final_lanes(policy_set, lane_inputs, outlooks, rendered.quotas, by_project),
         spot_outlooks=outlooks,
         observation=replace(observation, carried=None),
@@ -392,16 +410,21 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
 
 def _boosts(
     observation: Observation, model: RiskModel, step: int, *, now: float
-) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], LostWorkload]]:
     """The priority boosts of waiting work (deadline order, lost work last for as long as
-    the policy lets it wait), and the lost workloads. No deadline order, no demotion: the
-    lost are still reported."""
-    risk = observation.policy_set.policy.spec.risk
+    the policy lets it wait), and the lost workloads. Lost work is judged in every tier,
+    since its owner is told whatever the tier; only tiers with `demoteLost` place it after
+    savable work. No deadline order, no demotion: the lost are still reported."""
+    policy = observation.policy_set.policy
+    risk = policy.spec.risk
     lost = model.lost_workloads(risk.lost_below)
     if not step:
         return {}, lost
+    demoting = {t.name for t in policy.spec.tiers if t.demote_lost}
+    tiers = {p.name: p.spec.tier for p in observation.policy_set.projects}
+    demotable = {k: v.chance for k, v in lost.items() if tiers.get(v.project) in demoting}
     created = {(w.namespace, w.name): w.created for w in observation.workloads}
-    kept = demoted(lost, created, now=now, max_wait_seconds=risk.lost_max_wait_seconds)
+    kept = demoted(demotable, created, now=now, max_wait_seconds=risk.lost_max_wait_seconds)
     return deadline_boosts(model.pending_slack(), step=step, demoted=kept), lost
 
 

@@ -45,6 +45,9 @@ from controller.reconcile.diff import (
 )
 from controller.reconcile.lanes import lane_patch
 from controller.reconcile.learning import OutcomeLearning
+from controller.reconcile.lost import ACTION as LOST_ACTION
+from controller.reconcile.lost import REASON as LOST_REASON
+from controller.reconcile.lost import lost_note, tiers_of, to_tell, told_before, workload_key
 from controller.reconcile.memo import DiffMemo, LastResult, VersionMemo
 from controller.reconcile.shortages import shortages_seen
 from controller.reconcile.status import (
@@ -117,6 +120,8 @@ class ReconcileResult:
     boosts_written: int = 0
     lanes_written: int = 0
     """Workloads put in their lane (a node selector and our annotations) this pass."""
+    lost_told: int = 0
+    """Workloads told this pass (a DeadlineLost Event) that their deadline is lost."""
 
     @property
     def writes(self) -> int:
@@ -406,6 +411,9 @@ class Reconciler:
         self._shortage_waits: dict[str, float] = {}
         self.learning = OutcomeLearning()
         """Runtimes and outcomes learned from this cluster (in memory: see its module)."""
+        self._lost_told: set[tuple[str, str]] | None = None
+        """Workloads told their deadline is lost (once each, while unfinished); None until the
+        first pass, which starts from those the project statuses name."""
 
     def close(self) -> None:
         """Let the write threads end: the loop calls this once its last pass is done."""
@@ -567,6 +575,7 @@ class Reconciler:
                     observed, validation.policy_set, capacity
                 )
                 mark("boosts")
+                result.lost_told = self._tell_lost(observed, validation.policy_set, capacity)
             except KubeError as exc:
                 apply_error = str(exc)[:500]
                 self._write_statuses(observed, validation, rendered, result, apply_error)
@@ -589,6 +598,7 @@ class Reconciler:
             status_writes=result.status_writes,
             boosts=result.boosts_written,
             lanes=result.lanes_written,
+            lost_told=result.lost_told,
             handed_over=result.handed_over,
             kept=len(result.kept),
             invalid=list(result.invalid),
@@ -906,6 +916,39 @@ class Reconciler:
 
         done = self.writes.map(writes, write)
         self._lanes_settled = settled if not writes else None
+        return sum(done)
+
+    def _tell_lost(self, observed: Observed, policy_set: PolicySet, capacity: CapacityPlan) -> int:
+        """A Warning Event (DeadlineLost) on each Workload newly judged lost, once per
+        Workload (see `controller.reconcile.lost`); the number told. One whose Event could
+        not be written is tried again next pass."""
+        if self._lost_told is None:
+            self._lost_told = told_before(observed.projects)
+        unfinished = {workload_key(w): w for w in observed.workloads if not _finished(w)}
+        tell, self._lost_told = to_tell(capacity.lost_deadlines, self._lost_told, unfinished)
+        events = self.events
+        if events is None or not tell:
+            return 0
+        spec = policy_set.policy.spec
+        tiers = tiers_of(policy_set.projects, spec.tiers)
+
+        def emit(key: tuple[str, str]) -> bool:
+            judged = capacity.lost_deadlines[key]
+            note = lost_note(
+                judged,
+                lost_below=spec.risk.lost_below,
+                tier=tiers.get(judged.project),
+                max_wait_seconds=spec.risk.lost_max_wait_seconds,
+            )
+            written = events.emit(
+                unfinished[key], type="Warning", reason=LOST_REASON, action=LOST_ACTION, note=note
+            )
+            if written is not None:
+                log.info("deadline_lost", workload=f"{key[0]}/{key[1]}", deadline=judged.deadline)
+            return written is not None
+
+        done = self.writes.map(tell, emit)
+        self._lost_told.update(key for key, ok in zip(tell, done, strict=True) if ok)
         return sum(done)
 
     def _apply(self, obj: KubeObject) -> None:

@@ -24,12 +24,15 @@ from controller.api.introspect import to_json
 from controller.api.parse import FieldError, parse_object
 from controller.api.policy_set import PolicyError
 from controller.api.types import (
+    MAX_LOST_LISTED,
     Assignment,
     CapacityPolicyStatus,
     Condition,
     ConditionStatus,
     Deadline,
+    DeadlineState,
     DeadlineStatus,
+    LostWorkload,
     PoolMix,
     PoolStatus,
     RuntimeHistory,
@@ -587,6 +590,10 @@ def project_capacity_status(
     changed = [d for d in plan.decisions if project in d.state.assignments and d.changed]
     worst = max(reports, key=lambda d: d.estimate.risk) if reports else None
     tightest = min(reports, key=lambda d: d.estimate.slack_seconds) if reports else None
+    lost = lost_of(plan, project)
+    per_deadline: dict[str, int] = {}
+    for entry in lost:
+        per_deadline[entry.deadline] = per_deadline.get(entry.deadline, 0) + 1
     return TrainingProjectStatus(
         pending_gpus=plan.pending_gpus.get(project, 0),
         estimated_cost_dollars_per_hour=round(plan.project_cost_per_hour.get(project, 0.0), 2),
@@ -603,9 +610,13 @@ def project_capacity_status(
                 projected_finish=_instant(d.estimate.p50_finish)
                 if math.isfinite(d.estimate.p50_finish)
                 else None,
+                state=DeadlineState.LOST if per_deadline.get(d.deadline) else DeadlineState.SAVABLE,
+                lost_workloads=per_deadline.get(d.deadline, 0),
             )
             for d in reports
         ),
+        lost_workloads=len(lost) if reports or lost else None,
+        lost=lost[:MAX_LOST_LISTED],
         last_decision=_status_decision(changed[-1], now) if changed else _stored_decision(previous),
         # Rounded to tenths: the decayed counts change with every finish, not every pass.
         runtime_history=None
@@ -614,6 +625,17 @@ def project_capacity_status(
             declared=round(runtime_history.get("declared", 0.0), 1),
             undeclared=round(runtime_history.get("undeclared", 0.0), 1),
         ),
+    )
+
+
+def lost_of(plan: CapacityPlan, project: str) -> tuple[LostWorkload, ...]:
+    """The project's lost waiting workloads, by namespace and name: an order that does not
+    move with their chances, so the status names the same ones from pass to pass."""
+    return tuple(
+        LostWorkload(
+            namespace=namespace, name=name, deadline=judged.deadline, chance=round(judged.chance, 3)
+        )
+        for (namespace, name), judged in sorted(plan.lost_of(project).items())
     )
 
 
@@ -638,6 +660,7 @@ def _bounded_seconds(value: float) -> int:
 TOLERANCES = {
     "worstDeadlineRisk": 0.05,
     "risk": 0.05,
+    "chance": 0.05,
     "slackSeconds": 900.0,
     "estimatedCostDollarsPerHour": 1.0,
 }

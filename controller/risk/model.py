@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
+from typing import NamedTuple
 
 from controller.api.cron import next_after, parse_cron
 from controller.api.policy_set import PolicySet
@@ -34,6 +35,19 @@ from controller.risk.workloads import WorkloadView
 
 LaneFields = tuple[tuple[str, str], str, int, float, float, float, float, float, str | None, bool]
 """A pending deadline workload as `RiskModel.lane_workloads` gives it."""
+
+
+class LostWorkload(NamedTuple):
+    """A waiting workload whose deadline is lost (`RiskModel.lost_workloads`)."""
+
+    chance: float
+    """Its chance to make the deadline even if started now (after a node's launch)."""
+    project: str
+    deadline: str
+    """The earliest open deadline it counts toward: the one it was judged against."""
+    cutoff: float
+    """That deadline's time (epoch seconds)."""
+
 
 PRIOR_RUNTIME_SECONDS = 3600.0
 DEFAULT_CHECKPOINT_SECONDS = 3600.0
@@ -704,25 +718,35 @@ class RiskModel:
                 )
         return out
 
-    def lost_workloads(self, lost_below: float) -> dict[tuple[str, str], float]:
-        """(namespace, name) -> chance to make it, for each pending workload whose earliest
-        open deadline is lost: even started now (after a node's launch), its runtime's spread
-        gives it less than `lost_below` chance to finish in time. Only tiers that demote lost
-        work (`demoteLost`) are judged."""
-        out: dict[tuple[str, str], float] = {}
-        tiers = {t.name: t for t in self.snapshot.policy_set.policy.spec.tiers}
-        for fields in self.lane_workloads():
-            key, project, _, time_left, _, mean, sigma, _, _, _ = fields
-            known = self.snapshot.policy_set.project(project)
-            if known is None:
+    def lost_workloads(self, lost_below: float) -> dict[tuple[str, str], LostWorkload]:
+        """(namespace, name) -> how it is lost, for each pending workload whose earliest open
+        deadline is lost: even started now (after a node's launch), its runtime's spread gives
+        it less than `lost_below` chance to finish in time. Every tier is judged: its owner is
+        told whatever the tier, while only tiers with `demoteLost` are reordered (the plan
+        filters them)."""
+        out: dict[tuple[str, str], LostWorkload] = {}
+        now = self.snapshot.now
+        for project in self.snapshot.policy_set.projects:
+            if not project.spec.deadlines:
                 continue
-            tier = tiers.get(known.spec.tier)
-            if tier is None or not tier.demote_lost:
+            open_deadlines = self._open_deadlines(project)
+            if not open_deadlines:
                 continue
-            launch = self._capacity(known).provisioning_latency_seconds
-            chance = chance_to_finish(time_left - launch, mean, sigma)
-            if chance < lost_below:
-                out[key] = chance
+            launch = self._capacity(project).provisioning_latency_seconds
+            of_view = self._jobs_by_view(project.name)
+            for workload in self.by_project[project.name]:
+                if not workload.pending:
+                    continue
+                counted = [d for d in open_deadlines if _counts(workload, d)]
+                if not counted:
+                    continue
+                first = min(counted, key=lambda d: self._cutoffs[(project.name, d.name)])
+                at = self._cutoffs[(project.name, first.name)]
+                job = of_view[id(workload)][1]
+                chance = chance_to_finish(at - now - launch, job.mean_seconds, job.sigma)
+                if chance < lost_below:
+                    key = (workload.namespace, workload.name)
+                    out[key] = LostWorkload(chance, project.name, first.name, at)
         return out
 
     def spot_capacity(self, project: str) -> Capacity | None:
@@ -749,6 +773,7 @@ __all__ = [
     "CARRY_MAX_AGE_SECONDS",
     "Carried",
     "DeadlineReport",
+    "LostWorkload",
     "RiskModel",
     "Snapshot",
     "counts_toward",

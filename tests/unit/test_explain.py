@@ -486,3 +486,55 @@ def test_a_pool_of_the_project_in_a_spot_shortage_is_shown_since_when_and_for_ho
     # Ten quiet minutes after the last error it is over, and not shown.
     quiet = format_explanation(PROJECT, None, [], shortages=(shortages, started + 601))
     assert "Spot shortage" not in quiet
+
+
+def with_lost(count: int, listed: list[Doc]) -> Doc:
+    project = copy.deepcopy(PROJECT)
+    project["status"]["lostWorkloads"] = count
+    project["status"]["lost"] = listed
+    project["status"]["deadlines"][0]["state"] = "Lost" if count else "Savable"
+    project["status"]["deadlines"][0]["lostWorkloads"] = count
+    return project
+
+
+HOPELESS = {"namespace": "vision", "name": "big-run", "deadline": "cvpr", "chance": 0.0036}
+SLIM = {"namespace": "vision", "name": "long-eval", "deadline": "cvpr", "chance": 0.041}
+LOST_TITLE = (
+    "Lost: {} waiting workload(s) cannot make their deadline even if started now (still "
+    "admitted; chance = of finishing in time):"
+)
+
+
+@pytest.mark.parametrize(
+    ("project", "want"),
+    [
+        pytest.param(with_lost(0, []), [], id="none lost: no section"),
+        pytest.param(
+            with_lost(2, [HOPELESS, SLIM]),
+            [
+                LOST_TITLE.format(2),
+                "  WORKLOAD          DEADLINE  CHANCE",
+                "  vision/big-run    cvpr      0.4%",
+                "  vision/long-eval  cvpr      4.1%",
+            ],
+            id="each lost workload with its deadline and chance",
+        ),
+        pytest.param(
+            with_lost(25, [HOPELESS]),
+            [
+                LOST_TITLE.format(25),
+                "  WORKLOAD        DEADLINE  CHANCE",
+                "  vision/big-run  cvpr      0.4%",
+                "  and 24 more",
+            ],
+            id="more lost than the status names: the rest counted",
+        ),
+    ],
+)
+def test_the_lost_workloads_of_the_project_are_listed_after_its_deadlines(
+    project: Doc, want: list[str]
+) -> None:
+    lines = format_explanation(project, None, []).splitlines()
+    shown = lines[lines.index("  demo  2026-12-01T00:00:00Z  0.00  0.10    +25.0h  never") + 1 :]
+    section = shown[1 : shown.index("", 1)] if want else []
+    assert section == want

@@ -6,6 +6,8 @@ last plan it computed would keep a risk alert firing on figures nobody updates.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api.loader import load_policy_set
@@ -13,6 +15,7 @@ from controller.api.policy_set import PolicySet
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.metrics import Metrics
+from controller.risk.model import LostWorkload
 from tests.builders import policy_doc, pool_doc, project_doc
 
 FIXED_NOW = 1_800_000_000.0
@@ -174,3 +177,28 @@ def test_each_pools_spot_shortage_wait_is_exported_zero_when_none_is_known() -> 
         )
         == 900.0
     )
+
+
+def test_lost_workloads_are_counted_per_project_with_deadlines_zero_included() -> None:
+    """vision has a deadline: it reports 0, then 2; a project without deadlines reports none."""
+    metrics = Metrics()
+    metrics.update(POLICY_SET, PLAN)
+    sample = metrics.registry.get_sample_value
+    assert sample("quartermaster_lost_workloads", {"project": "vision"}) == 0
+
+    judged = {
+        ("v", name): LostWorkload(0.01, "vision", "release", FIXED_NOW + 86_400)
+        for name in ("a", "b")
+    }
+    lost_plan = replace(PLAN, lost={k: 0.01 for k in judged}, lost_deadlines=judged)
+    metrics.update(POLICY_SET, lost_plan)
+    assert sample("quartermaster_lost_workloads", {"project": "vision"}) == 2
+
+    no_deadlines = load_policy_set(
+        [
+            ("policy.yaml", policy_doc(pools=[pool_doc()])),
+            ("nlp.yaml", project_doc("nlp", quotas=[{"pool": "a100", "nominalGpus": 8}])),
+        ]
+    )
+    metrics.update(no_deadlines, plan_for(no_deadlines))
+    assert "quartermaster_lost_workloads" not in series(metrics)

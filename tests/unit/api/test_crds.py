@@ -319,7 +319,7 @@ def test_label_maps_reject_a_bad_key_as_the_parser_does(schema: dict[str, Any]) 
         pytest.param("CapacityPolicy", ["Mode", "Projects", "Ready", "Age"], id="CapacityPolicy"),
         pytest.param(
             "TrainingProject",
-            ["Tier", "GPUs", "Risk", "Slack", "Ready", "Age"],
+            ["Tier", "GPUs", "Risk", "Slack", "Lost", "Ready", "Age"],
             id="TrainingProject",
         ),
     ],

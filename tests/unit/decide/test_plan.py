@@ -460,3 +460,51 @@ def test_states_carry_the_decision_over_passes() -> None:
         32,
     )
     assert a100[4].state.assignments == {"vision-research": 16}
+
+
+# ------------------------------------------------------------------------ lost deadlines
+
+
+def demoting(tier: str) -> PolicySet:
+    """The boosting example policy with `demoteLost` on for one tier."""
+    documents, errors = read_documents(EXAMPLE_DIR)
+    assert not errors
+    for _, doc in documents:
+        if doc["kind"] == "CapacityPolicy":
+            doc["spec"]["risk"]["priorityBoost"] = True
+            for entry in doc["spec"]["tiers"]:
+                if entry["name"] == tier:
+                    entry["demoteLost"] = True
+    return load_policy_set(documents)
+
+
+@pytest.mark.parametrize(
+    ("policy_set", "want_demoted"),
+    [
+        pytest.param(BOOSTING, False, id="demoteLost off: reported, not demoted"),
+        pytest.param(demoting("research"), True, id="demoteLost on: reported and demoted"),
+        pytest.param(demoting("production"), False, id="another tier demotes: not this one"),
+    ],
+)
+def test_lost_work_is_reported_in_every_tier_and_demoted_only_where_the_tier_says(
+    policy_set: PolicySet, want_demoted: bool
+) -> None:
+    """A 20-hour CVPR job due in under 12 hours is lost (some 2 % at the spread of a declared
+    runtime); the 3.2-hour crunch is savable."""
+    hopeless = workload("vision-research", "cvpr-hopeless", 8, hours=20.0, labels=CVPR)
+    result = plan([*CRUNCH, hopeless], policy_set=policy_set)
+
+    key = ("vision", "cvpr-hopeless")
+    assert set(result.lost) == {key}, "the savable crunch is not lost"
+    assert result.lost[key] < policy_set.policy.spec.risk.lost_below == 0.05
+    judged = result.lost_deadlines[key]
+    assert (judged.project, judged.deadline) == ("vision-research", "cvpr-submission")
+    assert judged.cutoff == next(
+        d.cutoff for d in result.deadlines_of("vision-research") if d.deadline == "cvpr-submission"
+    )
+    step = boost_step(
+        policy_set.policy.spec.risk.priority_boost_value,
+        (t.priority for t in policy_set.policy.spec.tiers),
+    )
+    # Undemoted its slack is negative: the most urgent level, no boost at all.
+    assert result.boosts.get(key) == (-step * (LEVELS - 1) if want_demoted else None)
