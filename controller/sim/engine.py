@@ -187,6 +187,10 @@ class _Job:
     state: str = "future"  # future, pending, admitted, running, done
     flavor: str | None = None
     progress: float = 0.0
+    progress_at_admission: float = 0.0
+    """Work kept from earlier admissions when this one began: Kueue's
+    `accumulatedPastExecutionTimeSeconds`, what the Workload view adds to the time since its
+    admission."""
     """Seconds of work done, as of `segment_start` while running."""
     segment_start: float = 0.0
     admitted_at: float | None = None
@@ -589,7 +593,9 @@ class Replay:
         views = []
         for job in self._active_jobs() if active is None else active:
             admitted = job.admitted_at is not None
-            past = job.checkpointed(self.now) if job.state == "running" else job.progress
+            # Kueue counts past admissions' execution apart from the current one's, which the
+            # view measures from `admitted_at`: the work of this admission must not count twice.
+            past = job.progress_at_admission if admitted else job.progress
             made_from = (job.admitted_at, job.preemptions, job.flavor, past, job.lane)
             if job.view is None or job.view[0] != made_from:
                 spec = job.spec
@@ -796,6 +802,7 @@ class Replay:
             project = job.spec.project
             self._lane_pending[project] = self._lane_pending.get(project, 0) - job.gpus
         job.state, job.flavor, job.admitted_at = "admitted", admission.flavor, self.now
+        job.progress_at_admission = job.progress
         pool, capacity_type = self.flavors[admission.flavor]
         self.karpenter.admit(admission.key, pool, capacity_type, job.gpus)
 
