@@ -36,7 +36,9 @@ def configure(*, json: bool | None = None, level: str = "info") -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
+            # A traceback as structured data in JSON; the console renderer prints its own (and
+            # fails on one already made a dict).
+            *([structlog.processors.dict_tracebacks] if use_json else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

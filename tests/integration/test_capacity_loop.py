@@ -72,10 +72,16 @@ BOOST_VALUE = 5000
 
 
 def deadline_workload(
-    index: int, *, deadline: str | None = DEADLINE, prefix: str = "pretrain"
+    index: int,
+    *,
+    deadline: str | None = DEADLINE,
+    prefix: str = "pretrain",
+    capacity_type: str | None = None,
 ) -> dict[str, Any]:
-    """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours."""
+    """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours;
+    with `capacity_type`, its owner chose it (so no lane moves it)."""
     labels = {names.LABEL_DEADLINE: deadline} if deadline else {}
+    selector = {names.CAPACITY_TYPE_LABEL: capacity_type} if capacity_type else {}
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -105,6 +111,7 @@ def deadline_workload(
                                 }
                             ],
                             "restartPolicy": "Never",
+                            **({"nodeSelector": selector} if selector else {}),
                         }
                     },
                 }

@@ -121,8 +121,9 @@ def wait_for(
 
 
 def workload(index: int) -> dict[str, Any]:
-    """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours."""
-    return deadline_workload(index, prefix="pretrain-job")
+    """A pending Workload of 2 pods x 8 GPUs, 30 hours long, checkpointing every 4 hours. Its
+    owner chose spot, so no lane moves it: the pool's mix alone moves the on-demand limit."""
+    return deadline_workload(index, prefix="pretrain-job", capacity_type="spot")
 
 
 def policy_documents(prometheus_url: str) -> list[dict[str, Any]]:

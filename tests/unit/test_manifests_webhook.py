@@ -4,7 +4,7 @@ server and the controller need of each other.
 
 Every built-in object meets Kubernetes' strict schema (cert-manager's kinds are not built in:
 their fields are checked here by hand). The test API server runs no admission webhooks
-(/work/shared/controlplane/README.md), so no test sends a Workload through this configuration.
+(see testenv/controlplane.py), so no test sends a Workload through this configuration.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The bodies are AdmissionReviews as the API server sends them (admission.k8s.io/v1, a Workload
 CREATE); the answer's base64 JSON Patch is decoded and applied to the Workload, and the result
 must carry the on-demand node selector and our lane annotations. The API server of the
-integration tests runs no admission webhooks (/work/shared/controlplane/README.md), so nothing
+integration tests runs no admission webhooks (see testenv/controlplane.py), so nothing
 here goes through an API server: the MutatingWebhookConfiguration is checked in
 tests/unit/test_manifests.py, and the decision itself in tests/unit/reconcile/test_admission.py.
 """
@@ -25,7 +25,7 @@ import pytest
 from controller import names
 from controller.reconcile.admission import LaneDecision, LaneHolder
 from controller.webhook import PATH, WebhookServer, holder_decide
-from tests.unit.reconcile.test_admission import NOW, apply_patch, state, workload
+from tests.unit.reconcile.test_admission import FIXED_NOW, apply_patch, state, workload
 
 Decide = Any
 
@@ -77,7 +77,7 @@ def holder() -> LaneHolder:
 
 @pytest.fixture
 def server(holder: LaneHolder) -> Iterator[WebhookServer]:
-    started = serve(holder_decide(holder, clock=lambda: NOW))
+    started = serve(holder_decide(holder, clock=lambda: FIXED_NOW))
     yield started
     started.stop()
 
@@ -179,7 +179,7 @@ def test_a_decision_that_fails_never_blocks_the_workload() -> None:
 
 
 def test_before_the_first_pass_nothing_is_patched() -> None:
-    started = serve(holder_decide(LaneHolder(), clock=lambda: NOW))
+    started = serve(holder_decide(LaneHolder(), clock=lambda: FIXED_NOW))
     try:
         assert "patch" not in answer(started, review(workload()))
     finally:
@@ -208,7 +208,7 @@ def test_over_tls_with_the_certificate_of_the_directory(tmp_path: Path, holder: 
         capture_output=True,
     )  # fmt: skip
     context = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))
-    started = serve(holder_decide(holder, clock=lambda: NOW), cert_dir=tmp_path)
+    started = serve(holder_decide(holder, clock=lambda: FIXED_NOW), cert_dir=tmp_path)
     try:
         status, raw = post(started, review(workload()), context=context)
         with pytest.raises(OSError):  # plain HTTP to a TLS port gets no answer

@@ -19,7 +19,7 @@ per interruption); z(0.95) = 1.64485.
   44,838 s on spot. On-demand lane: the spread of the runtime is the pass's, not a point.
 
 The API server used by the integration tests runs no admission webhooks
-(/work/shared/controlplane/README.md), so the webhook is tested here and in
+(see testenv/controlplane.py), so the webhook is tested here and in
 tests/unit/test_webhook.py only, never through the API server.
 """
 
@@ -39,7 +39,9 @@ from controller.examples import EXAMPLE_DIR
 from controller.reconcile.admission import AdmissionState, LaneHolder, lane_at_creation
 from controller.risk.workloads import workload_view
 
-NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
+FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
+FIXED_CUTOFF = datetime(2026, 11, 28, 7, 59, tzinfo=UTC).timestamp()
+"""cvpr-submission's cutoff: 2026-11-27 23:59 Pacific."""
 TIME_LEFT = 43_140.0
 Z95 = 1.6448536269514722
 POLICY = load_path(EXAMPLE_DIR)
@@ -116,7 +118,7 @@ def workload(
 
 
 def test_the_reference_figures() -> None:
-    assert datetime(2026, 11, 28, 7, 59, tzinfo=UTC).timestamp() - NOW == TIME_LEFT
+    assert FIXED_CUTOFF - FIXED_NOW == TIME_LEFT
     assert q95(27_000, 0.25) == pytest.approx(39_480, abs=1)
     assert q95(18_000, 0.6) == pytest.approx(40_338, abs=1)
 
@@ -124,7 +126,7 @@ def test_the_reference_figures() -> None:
 def test_a_workload_that_spot_would_make_late_is_put_on_on_demand_as_it_is_created() -> None:
     obj = workload(hours=7.5)
 
-    decision = lane_at_creation(obj, state(), now=NOW)
+    decision = lane_at_creation(obj, state(), now=FIXED_NOW)
 
     assert decision is not None
     assert (decision.project, decision.gpus) == (PROJECT, 8)
@@ -184,20 +186,20 @@ def test_a_workload_that_spot_would_make_late_is_put_on_on_demand_as_it_is_creat
     ],
 )
 def test_no_lane(why: str, obj: dict[str, Any], given: AdmissionState) -> None:
-    assert lane_at_creation(obj, given, now=NOW) is None, why
+    assert lane_at_creation(obj, given, now=FIXED_NOW) is None, why
 
 
 def test_an_undeclared_runtime_is_the_projects_median_with_its_wider_spread() -> None:
     # Declared, 5 h stays on spot (above); the same 5 h as a median is less sure, and needs
     # on-demand.
-    decision = lane_at_creation(workload(hours=None), state(median=18_000), now=NOW)
+    decision = lane_at_creation(workload(hours=None), state(median=18_000), now=FIXED_NOW)
 
     assert decision is not None
     assert decision.lane.needed_on_demand == pytest.approx(q95(18_000, 0.6) + 300)
     assert decision.lane.needed_on_spot == pytest.approx(q95(18_000, 0.6) + 300 + 2 * 2100)
     # Without a median, the prior of an hour (sigma 1.0): 3,600 x exp(1.64485 - 0.5) = 11,304 s
     # at 95 %, far inside the cutoff even on spot.
-    assert lane_at_creation(workload(hours=None), state(), now=NOW) is None
+    assert lane_at_creation(workload(hours=None), state(), now=FIXED_NOW) is None
 
 
 def test_a_workload_without_annotations_gets_the_whole_map() -> None:
@@ -205,7 +207,7 @@ def test_a_workload_without_annotations_gets_the_whole_map() -> None:
     del obj["metadata"]["annotations"]
     obj["metadata"]["labels"] = {**CVPR, names.LABEL_EXPECTED_DURATION: "27000"}
 
-    decision = lane_at_creation(obj, state(), now=NOW)
+    decision = lane_at_creation(obj, state(), now=FIXED_NOW)
 
     assert decision is not None
     patched = apply_patch(copy.deepcopy(obj), decision.operations)
@@ -217,14 +219,14 @@ def test_a_workload_without_annotations_gets_the_whole_map() -> None:
 
 def test_a_passed_deadline_gives_nothing() -> None:
     # At the cutoff itself the deadline is no longer open (the next is a year away).
-    assert lane_at_creation(workload(), state(), now=NOW + TIME_LEFT) is None
+    assert lane_at_creation(workload(), state(), now=FIXED_NOW + TIME_LEFT) is None
 
 
 # ------------------------------------------------------------------------------ the holder
 
 
 def test_the_holder_decides_nothing_before_a_pass() -> None:
-    assert LaneHolder().decide(workload(), now=NOW) is None
+    assert LaneHolder().decide(workload(), now=FIXED_NOW) is None
 
 
 def test_a_lane_given_takes_its_gpus_from_the_room_until_a_pass_sees_its_workload() -> None:
@@ -234,34 +236,34 @@ def test_a_lane_given_takes_its_gpus_from_the_room_until_a_pass_sees_its_workloa
     second = workload()
     second["metadata"]["name"] = "job-train-2-fghij"
 
-    assert holder.decide(first, now=NOW) is not None
-    assert holder.decide(second, now=NOW) is None  # the 8 free GPUs went to the first
+    assert holder.decide(first, now=FIXED_NOW) is not None
+    assert holder.decide(second, now=FIXED_NOW) is None  # the 8 free GPUs went to the first
 
     # A pass that saw the first: its room (computed by the pass) already counts it.
     seen = workload_view(first, frozenset({"nvidia.com/gpu"}))
     holder.publish(state(room=8), [seen])
-    assert holder.decide(second, now=NOW) is not None
+    assert holder.decide(second, now=FIXED_NOW) is not None
 
 
 def test_a_dry_run_takes_no_room() -> None:
     holder = LaneHolder()
     holder.publish(state(room=8))
 
-    assert holder.decide(workload(), now=NOW, take_room=False) is not None
-    assert holder.decide(workload(), now=NOW) is not None
+    assert holder.decide(workload(), now=FIXED_NOW, take_room=False) is not None
+    assert holder.decide(workload(), now=FIXED_NOW) is not None
 
 
 def test_room_given_to_a_workload_no_pass_sees_comes_back_after_two_passes() -> None:
     holder = LaneHolder()
     holder.publish(state(room=8))
-    assert holder.decide(workload(), now=NOW) is not None
+    assert holder.decide(workload(), now=FIXED_NOW) is not None
     other = workload()
     other["metadata"]["name"] = "job-other"
 
     holder.publish(state(room=8))  # the pass running meanwhile may have missed it
-    assert holder.decide(other, now=NOW) is None
+    assert holder.decide(other, now=FIXED_NOW) is None
     holder.publish(state(room=8))  # one that started after: it was never created
-    assert holder.decide(other, now=NOW) is not None
+    assert holder.decide(other, now=FIXED_NOW) is not None
 
 
 def test_a_replica_that_stops_leading_decides_nothing() -> None:
@@ -269,4 +271,4 @@ def test_a_replica_that_stops_leading_decides_nothing() -> None:
     holder.publish(state())
     holder.clear()
 
-    assert holder.decide(workload(), now=NOW) is None
+    assert holder.decide(workload(), now=FIXED_NOW) is None
