@@ -13,7 +13,7 @@ no clock of its own. The controller, `quartermaster plan`/`explain` and the repl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -453,6 +453,19 @@ def _lanes_and_holds(
     return inputs, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
 
 
+def _first_pool_quotas(
+    policy_set: PolicySet, applied: Mapping[tuple[str, str], FlavorQuota]
+) -> Iterator[tuple[str, str, FlavorQuota]]:
+    """(project, pool, quota) of each project's first pool: where a lane's workload waits
+    (Kueue tries the project's flavors in order, and the lane leaves it only on-demand ones)."""
+    for project in policy_set.projects:
+        if project.spec.quotas:
+            pool = project.spec.quotas[0].pool
+            quota = applied.get((project.name, pool))
+            if quota is not None:
+                yield project.name, pool, quota
+
+
 def idle_spot(
     policy_set: PolicySet,
     applied: Mapping[tuple[str, str], FlavorQuota],
@@ -461,18 +474,10 @@ def idle_spot(
     """Per project, the spot GPUs of its first pool's quota that no admitted work uses: quota
     a lane may take over for on-demand without making anyone wait for it."""
     out: dict[str, int] = {}
-    for project in policy_set.projects:
-        if not project.spec.quotas:
-            continue
-        pool = project.spec.quotas[0].pool
-        quota = applied.get((project.name, pool))
-        if quota is None:
-            continue
+    for name, pool, quota in _first_pool_quotas(policy_set, applied):
         flavor = names.flavor_name(pool, names.SPOT)
-        used = sum(
-            w.gpus for w in by_project.get(project.name, ()) if w.running and flavor in w.flavors
-        )
-        out[project.name] = max(quota.spot_gpus - used, 0)
+        used = sum(w.gpus for w in by_project.get(name, ()) if w.running and flavor in w.flavors)
+        out[name] = max(quota.spot_gpus - used, 0)
     return out
 
 
@@ -499,20 +504,14 @@ def on_demand_room(
     on-demand quota less what its admitted on-demand work and its workloads already in an
     on-demand lane take. What a new lane may use without waiting for quota."""
     out: dict[str, int] = {}
-    for project in policy_set.projects:
-        if not project.spec.quotas:
-            continue
-        pool = project.spec.quotas[0].pool
-        quota = applied.get((project.name, pool))
-        if quota is None:
-            continue
+    for name, pool, quota in _first_pool_quotas(policy_set, applied):
         flavor = names.flavor_name(pool, names.ON_DEMAND)
         taken = sum(
             w.gpus
-            for w in by_project.get(project.name, ())
+            for w in by_project.get(name, ())
             if (w.running and flavor in w.flavors) or (w.pending and w.lane == names.ON_DEMAND)
         )
-        out[project.name] = max(quota.on_demand_gpus - taken, 0)
+        out[name] = max(quota.on_demand_gpus - taken, 0)
     return out
 
 
