@@ -16,7 +16,7 @@ decision search (`oracle`), and the predicted wait of each ClusterQueue.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -678,15 +678,12 @@ class RiskModel:
             out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
         return out
 
-    def lane_workloads(self) -> list[LaneFields]:
-        """Each pending workload of a project with open deadlines, for the lanes
-        (`controller.decide.lanes`): (namespace, name), project, GPUs, seconds to the
-        earliest open deadline it counts toward and that deadline's target confidence, its
-        expected remaining runtime with its spread and checkpoint interval, its lane and
-        whether its owner chose a capacity type. Plain tuples: the decision layer builds its
-        own inputs from them, and the risk layer does not import it."""
-        out: list[LaneFields] = []
-        now = self.snapshot.now
+    def _pending_deadline_jobs(
+        self,
+    ) -> Iterator[tuple[TrainingProject, WorkloadView, Deadline, float, Job]]:
+        """Each pending workload counting toward an open deadline, with the earliest such
+        deadline, its cutoff and the workload's job as the model sees it (counting): what the
+        lanes and the lost-work judgement both read."""
         for project in self.snapshot.policy_set.projects:
             if not project.spec.deadlines:
                 continue
@@ -701,21 +698,38 @@ class RiskModel:
                 if not counted:
                     continue
                 first = min(counted, key=lambda d: self._cutoffs[(project.name, d.name)])
-                job = of_view[id(workload)][1]
-                out.append(
-                    (
-                        (workload.namespace, workload.name),
-                        project.name,
-                        workload.gpus,
-                        self._cutoffs[(project.name, first.name)] - now,
-                        first.target_confidence,
-                        job.mean_seconds,
-                        job.sigma,
-                        job.checkpoint_seconds,
-                        workload.lane,
-                        workload.owner_chose_capacity,
-                    )
+                yield (
+                    project,
+                    workload,
+                    first,
+                    self._cutoffs[(project.name, first.name)],
+                    of_view[id(workload)][1],
                 )
+
+    def lane_workloads(self) -> list[LaneFields]:
+        """Each pending workload of a project with open deadlines, for the lanes
+        (`controller.decide.lanes`): (namespace, name), project, GPUs, seconds to the
+        earliest open deadline it counts toward and that deadline's target confidence, its
+        expected remaining runtime with its spread and checkpoint interval, its lane and
+        whether its owner chose a capacity type. Plain tuples: the decision layer builds its
+        own inputs from them, and the risk layer does not import it."""
+        out: list[LaneFields] = []
+        now = self.snapshot.now
+        for project, workload, first, cutoff, job in self._pending_deadline_jobs():
+            out.append(
+                (
+                    (workload.namespace, workload.name),
+                    project.name,
+                    workload.gpus,
+                    cutoff - now,
+                    first.target_confidence,
+                    job.mean_seconds,
+                    job.sigma,
+                    job.checkpoint_seconds,
+                    workload.lane,
+                    workload.owner_chose_capacity,
+                )
+            )
         return out
 
     def lost_workloads(self, lost_below: float) -> dict[tuple[str, str], LostWorkload]:
@@ -726,27 +740,12 @@ class RiskModel:
         filters them)."""
         out: dict[tuple[str, str], LostWorkload] = {}
         now = self.snapshot.now
-        for project in self.snapshot.policy_set.projects:
-            if not project.spec.deadlines:
-                continue
-            open_deadlines = self._open_deadlines(project)
-            if not open_deadlines:
-                continue
+        for project, workload, first, at, job in self._pending_deadline_jobs():
             launch = self._capacity(project).provisioning_latency_seconds
-            of_view = self._jobs_by_view(project.name)
-            for workload in self.by_project[project.name]:
-                if not workload.pending:
-                    continue
-                counted = [d for d in open_deadlines if _counts(workload, d)]
-                if not counted:
-                    continue
-                first = min(counted, key=lambda d: self._cutoffs[(project.name, d.name)])
-                at = self._cutoffs[(project.name, first.name)]
-                job = of_view[id(workload)][1]
-                chance = chance_to_finish(at - now - launch, job.mean_seconds, job.sigma)
-                if chance < lost_below:
-                    key = (workload.namespace, workload.name)
-                    out[key] = LostWorkload(chance, project.name, first.name, at)
+            chance = chance_to_finish(at - now - launch, job.mean_seconds, job.sigma)
+            if chance < lost_below:
+                key = (workload.namespace, workload.name)
+                out[key] = LostWorkload(chance, project.name, first.name, at)
         return out
 
     def spot_capacity(self, project: str) -> Capacity | None:

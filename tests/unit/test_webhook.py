@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import shutil
 import ssl
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -196,7 +195,6 @@ def test_what_is_no_review_is_refused(
     assert post(server, body, path)[0] == status
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a certificate")
 def test_over_tls_with_the_certificate_of_the_directory(tmp_path: Path, holder: LaneHolder) -> None:
     subprocess.run(
         [
