@@ -9,7 +9,7 @@ The shell around `controller.risk.learning` and `controller.risk.recalibration`:
    toward it then, and judges a deadline occurrence once its outcome is known: *met* when all
    its Workloads finished by the cutoff, *missed* at the first pass after the cutoff when one
    was still unfinished then or finished after it;
-3. refits the per-tier monotone recalibration (`fit_by_tier`) when new judgements arrived (and
+3. refits the monotone recalibration (`fit_judged`) when new judgements arrived (and
    only then: REFIT_GROWTH keeps a large ledger's refits rare), and gives each deadline's
    calibrated risk for the metrics.
 
@@ -40,7 +40,7 @@ from controller.risk.recalibration import (
     Recalibration,
     RiskEstimate,
     deadline_id,
-    fit_by_tier,
+    fit_judged,
 )
 from controller.risk.workloads import WorkloadView
 
@@ -118,7 +118,7 @@ class OutcomeLearning:
         self._judged_since_fit += judged
         if self._judged_since_fit and self._judged_since_fit >= REFIT_GROWTH * self._fitted_size:
             judged_all = list(self.ledger.judged)
-            self.recalibration = fit_by_tier(judged_all)
+            self.recalibration = fit_judged(judged_all)
             self._fitted_size, self._judged_since_fit = len(judged_all), 0
             self.fits += 1
         tiers = {p.name: p.spec.tier for p in policy_set.projects}

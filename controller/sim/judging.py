@@ -2,7 +2,7 @@
 
 The controller judges each estimate once its deadline resolves and learns a monotone
 recalibration from what it has judged (`controller.risk.recalibration`). The replay does the
-same while it runs, with the same map (`fit_by_tier`) and the same records (`Judged`), so that
+same while it runs, with the same map (`fit_judged`) and the same records (`Judged`), so that
 the calibrated risk it reports next to the raw one is what a controller that had lived through
 the trace so far would have said: no estimate is judged before its outcome could be seen, and
 each calibrated risk comes from a map fitted on the estimates judged before it was made.
@@ -49,7 +49,7 @@ from controller.risk.recalibration import (
     Judged,
     Recalibration,
     deadline_id,
-    fit_by_tier,
+    fit_judged,
 )
 
 REFIT_GROWTH = 0.05
@@ -152,7 +152,7 @@ class OnlineCalibration:
 
     def refit(self) -> None:
         """The map fitted on every held judged estimate."""
-        self.recalibration = fit_by_tier(list(self.judged), strength=self.strength)
+        self.recalibration = fit_judged(list(self.judged), strength=self.strength)
         self._fitted_at = self.judged_count
         self._fitted_size = len(self.judged)
         self.fits += 1

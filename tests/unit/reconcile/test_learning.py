@@ -116,14 +116,13 @@ def test_a_workload_gone_before_it_was_seen_finished() -> None:
 
 def test_the_calibrated_risk_comes_from_what_was_judged() -> None:
     """One deadline judged missed at risk 0.2: the isotonic map is 1 everywhere, weighed
-    1 / (1 + 20) against the identity (one deadline, strength 20), pooled and per tier alike:
-    a raw 0.2 becomes w + (1 - w) * (w * 1 + (1 - w) * 0.2)."""
+    1 / (1 + 20) against the identity (one deadline, strength 20), one map for every tier:
+    a raw 0.2 becomes w * 1 + (1 - w) * 0.2 = 5/21."""
     learning = OutcomeLearning()
     first = learning.judge(POLICY_SET, [report(0.2)], [workload("a")], 100.0)
     assert first == {("vision", "release"): 0.2}, "nothing judged yet: the raw risk"
     running = [workload("a"), workload("b")]
     got = learning.judge(POLICY_SET, [report(0.2, cutoff=2 * CUTOFF)], running, CUTOFF + 1)
     w = 1 / 21
-    pooled = w * 1 + (1 - w) * 0.2
-    assert got[("vision", "release")] == pytest.approx(w * 1 + (1 - w) * pooled)
+    assert got[("vision", "release")] == pytest.approx(w * 1 + (1 - w) * 0.2)
     assert learning.fits == 1

@@ -21,7 +21,7 @@ from controller.risk.recalibration import (
     calibration_document,
     deadline_id,
     decile_of,
-    fit_by_tier,
+    fit_judged,
     fit_recalibration,
     judged_document,
     pool_adjacent_violators,
@@ -252,24 +252,37 @@ def test_the_map_is_monotone(strength: float) -> None:
     assert all(0.0 <= v <= 1.0 for v in values)
 
 
-def test_a_tier_with_few_deadlines_borrows_from_the_pooled_map() -> None:
-    """Gold: 40 deadlines all at risk 0.5 and missed 1 in 4; bronze: one deadline, 0.5,
-    missed. Pooled over 41 deadlines: iso(0.5) = 11/41, weight 41/61. Bronze alone: iso 1,
-    weight 1/21, shrunk toward the pooled value."""
+def test_each_deadline_weighs_one_in_the_map() -> None:
+    """Deadline "long" estimated 100 times at 0.5 and missed; three others once each at 0.5,
+    met. Per deadline: iso(0.5) = (1 + 0 + 0 + 0) / 4 = 0.25 (per estimate it would be
+    100/103). Four deadlines: weight 4 / 24, so 4/24 * 0.25 + 20/24 * 0.5 = 11/24."""
+    items = [judged("long", "gold", 0.5, True, at=float(i)) for i in range(100)]
+    items += [judged(f"short{i}", "gold", 0.5, False) for i in range(3)]
+    maps = fit_judged(items)
+    assert maps.pooled.weight == pytest.approx(4 / 24)
+    assert maps("gold", 0.5) == pytest.approx(11 / 24)
+
+
+def test_one_map_for_every_tier() -> None:
+    """Gold: 40 deadlines at 0.5, 1 in 4 missed; bronze: one at 0.5, missed. Pooled over 41
+    deadlines: iso(0.5) = 11/41, weight 41/61; every tier, and a tier never judged, gets it."""
     items = [judged(f"g{i}", "gold", 0.5, i % 4 == 0) for i in range(40)]
     items.append(judged("b0", "bronze", 0.5, True))
-    maps = fit_by_tier(items)
+    maps = fit_judged(items)
     pooled = 41 / 61 * (11 / 41) + 20 / 61 * 0.5
-    assert maps.pooled(0.5) == pytest.approx(pooled)
-    assert maps("bronze", 0.5) == pytest.approx(1 / 21 * 1.0 + 20 / 21 * pooled)
-    assert maps("gold", 0.5) == pytest.approx(2 / 3 * 0.25 + 1 / 3 * pooled)
-    assert maps("never-judged", 0.5) == pytest.approx(pooled)
+    for tier in ("gold", "bronze", "never-judged"):
+        assert maps(tier, 0.5) == pytest.approx(pooled)
+
+
+def test_weights_must_match_the_records() -> None:
+    with pytest.raises(ValueError, match="2 weights for 1 records"):
+        fit_recalibration([judged("a", "gold", 0.5, True)], weights=[1.0, 1.0])
 
 
 def test_evidence_counts_deadlines_not_estimates() -> None:
     """One deadline estimated 500 times is one piece of evidence: weight 1 / 21."""
     items = [judged("only", "gold", 0.2, True, at=float(i)) for i in range(500)]
-    maps = fit_by_tier(items)
+    maps = fit_judged(items)
     assert maps.pooled.weight == pytest.approx(1 / 21)
 
 
