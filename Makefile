@@ -107,6 +107,10 @@ bench-scale: controlplane ## 1,000 projects, 10,000 Workloads, 10 changes/s for 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
 
+.PHONY: bench-calibration
+bench-calibration: setup ## the deadline risk's calibration, raw and recalibrated, on the bench-sim replays under both deadline rules (policy only)
+	$(PY) bench/bench_calibration.py $(CASES)
+
 .PHONY: bench-levers
 bench-levers: setup ## the per-workload levers at equal cost: policy vs static frontier, reactive, ablations (busiest 14 days, Alibaba; seeds 0-2)
 	$(PY) bench/bench_levers.py

@@ -1,0 +1,129 @@
+"""The deadline risk's calibration on the `bench-sim` replays, under both deadline rules.
+
+Issue 33's goal, measured on its own: on every replay the calibrated risk's largest deviation
+over deciles with at least 100 estimates is at most 0.05, and its Brier score beats the raw
+model's. The policy acts on the raw risk (the recalibration changes what is exported, not what
+is decided), so only the policy's replay is run, which makes this a few minutes rather than the
+hour `make bench-sim` takes with its baselines.
+
+Per trace, seed and deadline rule it prints the raw and the calibrated figures, then per judged
+decile of the calibrated risk its estimates, the distinct deadlines behind them and the
+deviation with its standard error counted by deadline (a deadline's estimates share one
+outcome, so they are one draw, not hundreds): a deviation within two standard errors is as
+large as chance alone makes it with that few deadlines.
+
+Usage: bench/bench_calibration.py [NAME ...] [--seeds 0,1,2] [--rules true,declared], NAME from
+philly-busiest14d, philly, alibaba (busiest 14 days and Alibaba when none are given; the whole
+of Philly takes several minutes a replay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+from controller.risk.recalibration import MIN_ESTIMATES, decile_of
+from controller.sim.calibration import calibrate, calibrate_recalibrated
+from controller.sim.engine import POLICY, replay
+from controller.sim.model import RiskRecord
+from controller.sim.run import prepare, traces_dir
+
+CASES = {
+    "philly-busiest14d": ("philly.csv.gz", "busiest14d"),
+    "philly": ("philly.csv.gz", None),
+    "alibaba": ("alibaba_openb_2023.csv.gz", None),
+}
+"""The `bench-sim` cases: name -> (trace, window)."""
+DEFAULT_CASES = ("philly-busiest14d", "alibaba")
+GOAL = 0.05
+
+
+def parse_list(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+def clustered(records: Sequence[RiskRecord]) -> list[tuple[str, int, int, float, float]]:
+    """Per judged decile of the calibrated risk: (decile, estimates, deadlines, deviation,
+    standard error of the deviation with estimates clustered by deadline)."""
+    by_decile: dict[int, list[RiskRecord]] = defaultdict(list)
+    for r in records:
+        if r.calibrated is not None:
+            by_decile[decile_of(min(max(r.calibrated, 0.0), 1.0))].append(r)
+    rows = []
+    for k in sorted(by_decile):
+        items = by_decile[k]
+        if len(items) < MIN_ESTIMATES:
+            continue
+        residual: dict[tuple[str, str], float] = defaultdict(float)
+        for r in items:
+            assert r.calibrated is not None
+            residual[(r.project, r.deadline)] += (1.0 if r.missed else 0.0) - r.calibrated
+        n = len(items)
+        deviation = sum(residual.values()) / n
+        stderr = math.sqrt(sum(v * v for v in residual.values())) / n
+        rows.append((f"[{k / 10:.1f}, {(k + 1) / 10:.1f})", n, len(residual), deviation, stderr))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", nargs="*", metavar="NAME", help=", ".join(CASES))
+    parser.add_argument("--seeds", type=parse_list, default=["0", "1", "2"])
+    parser.add_argument("--rules", type=parse_list, default=["true", "declared"])
+    args = parser.parse_args(argv)
+    names = args.cases or DEFAULT_CASES
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case {unknown[0]!r}: expected one of {', '.join(CASES)}")
+    met = total = 0
+    for name in names:
+        trace, window = CASES[name]
+        for rule in args.rules:
+            for seed in (int(s) for s in args.seeds):
+                started = time.process_time()
+                inputs = prepare(traces_dir() / trace, seed=seed, window=window, deadline_from=rule)
+                result = replay(
+                    inputs.policy_set,
+                    inputs.jobs,
+                    POLICY,
+                    seed=seed,
+                    scored_from=inputs.scored_from,
+                )
+                raw = calibrate(result.risk_log)
+                fixed = calibrate_recalibrated(result.risk_log)
+                cpu = time.process_time() - started
+                if fixed is None:
+                    print(f"{name} deadlines-from {rule} seed {seed}: no calibrated risk")
+                    continue
+                worst_raw, worst = raw.max_deviation(), fixed.max_deviation()
+                ok = (worst is None or worst <= GOAL) and (
+                    raw.brier is None or fixed.brier is None or fixed.brier < raw.brier
+                )
+                met += ok
+                total += 1
+                print(
+                    f"{name} deadlines-from {rule} seed {seed} ({cpu:.0f} s CPU): "
+                    f"raw max dev {_f(worst_raw)} Brier {_f(raw.brier, 4)}; calibrated max dev "
+                    f"{_f(worst)} Brier {_f(fixed.brier, 4)}: {'met' if ok else 'NOT MET'}"
+                )
+                for label, n, deadlines, deviation, stderr in clustered(result.risk_log):
+                    within = "within" if abs(deviation) <= 2 * stderr else "beyond"
+                    print(
+                        f"    {label}: {n:,} estimates of {deadlines:,} deadlines, deviation "
+                        f"{deviation:+.3f} +/- {stderr:.3f} ({within} 2 standard errors)"
+                    )
+                sys.stdout.flush()
+    print(f"calibration goal (max deviation <= {GOAL}, Brier beats raw): met on {met}/{total}")
+    return 0
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
