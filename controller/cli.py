@@ -46,6 +46,7 @@ from controller.kube.cache import (
     read_sources,
 )
 from controller.kube.client import KubeClient, KubeError, RetryPolicy
+from controller.reconcile import learned_store
 from controller.reconcile.diff import format_plan
 from controller.reconcile.loop import Controller, LoopOptions
 from controller.reconcile.reconciler import plan_against_cluster
@@ -420,14 +421,55 @@ def _jobs(value: str) -> int:
     return int(value)
 
 
+def judged_read(document: Any) -> list[recalibration.Judged]:
+    """Judged estimates from a document: a list of them, an outcome ledger's summary, what the
+    controller learned (`OutcomeLearning.summary()`), or the ConfigMap it keeps that in.
+    Raises ValueError for anything else."""
+    if isinstance(document, Mapping) and document.get("kind") == kinds.CONFIG_MAP.kind:
+        document = learned_store.read_config_map(document)
+    if isinstance(document, Mapping) and isinstance(document.get("ledger"), Mapping):
+        document = document["ledger"]
+    return recalibration.judged_from_document(document)
+
+
+def learned_read(args: argparse.Namespace) -> dict[str, Any]:
+    """The ConfigMap in which the controller keeps what it learned, from the live cluster.
+    Raises LookupError when there is none."""
+    client = KubeClient.from_kubeconfig(
+        args.kubeconfig, context=args.context, retry=RetryPolicy(max_delay_seconds=10)
+    )
+    try:
+        found = client.get(kinds.CONFIG_MAP, names.LEARNED_STATE_NAME, args.namespace)
+    finally:
+        client.close()
+    if found is None:
+        raise LookupError(
+            f"no ConfigMap {args.namespace}/{names.LEARNED_STATE_NAME}: the controller writes "
+            "it once it judged or learned something, where the API server serves ConfigMaps "
+            "(elsewhere it keeps what it learns in memory; the dashboard's Calibration row "
+            "reads the same judgements from its metrics)"
+        )
+    return found
+
+
 def cmd_calibration(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """How good the deadline risks were: see controller.risk.recalibration.format_report."""
-    try:
-        with open(args.source, encoding="utf-8") as file:
-            judged = recalibration.judged_from_document(json.load(file))
-    except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
-        print(f"calibration: {args.source}: {exc}", file=err)
-        return EXIT_INVALID
+    if args.source is None:
+        try:
+            judged = judged_read(learned_read(args))
+        except (KubeError, OSError, LookupError) as exc:
+            print(f"calibration: cannot read the cluster: {exc}", file=err)
+            return EXIT_INVALID
+        except ValueError as exc:
+            print(f"calibration: {names.LEARNED_STATE_NAME}: {exc}", file=err)
+            return EXIT_INVALID
+    else:
+        try:
+            with open(args.source, encoding="utf-8") as file:
+                judged = judged_read(json.load(file))
+        except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+            print(f"calibration: {args.source}: {exc}", file=err)
+            return EXIT_INVALID
     until = args.now().timestamp()
     out.write(recalibration.format_report(judged, since=until - args.days * 86_400, until=until))
     return EXIT_OK
@@ -515,16 +557,25 @@ def add_calibration_command(
         "calibration",
         help="how good the deadline risks were: reliability table, Brier score, judged count",
         description="The reliability table per tier, Brier score and number of judged "
-        "deadlines over the last N days. Reads judged estimates from a JSON file (a list of "
-        "{deadline, tier, risk, at, missed, resolvedAt}, or an outcome ledger's summary) until "
-        "the controller keeps them on the cluster.",
+        "deadlines over the last N days, of the estimates the controller judged on the live "
+        "cluster (the ConfigMap it keeps what it learned in), or of a JSON file: a list of "
+        "{deadline, tier, risk, at, missed, resolvedAt}, an outcome ledger's summary, or that "
+        "ConfigMap (kubectl get -o json).",
     )
     calibration.add_argument(
         "--from",
         dest="source",
-        required=True,
         metavar="FILE",
-        help="JSON file of judged estimates",
+        help="JSON file of judged estimates (default: read the live cluster)",
+    )
+    calibration.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)"
+    )
+    calibration.add_argument("--context", help="kubeconfig context")
+    calibration.add_argument(
+        "--namespace",
+        default=names.DEFAULT_NAMESPACE,
+        help="the controller's namespace (default %(default)s)",
     )
     calibration.add_argument(
         "--days", type=_days, default=7.0, help="deadlines resolved in the last N days (7)"

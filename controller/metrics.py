@@ -28,6 +28,7 @@ from controller.api.policy_set import PolicySet
 from controller.capacity import whole_nodes
 from controller.decide.mix import Decision, Reason
 from controller.decide.plan import CapacityPlan
+from controller.risk.recalibration import Judged
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the series count for nothing
 
@@ -50,6 +51,14 @@ def counted(decision: Decision) -> bool:
 RECONCILE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 """A pass over 1,000 projects takes seconds; a slow one must still land in a bucket."""
 DURATION_BUCKETS = (300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200, 604800)
+RISK_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""The deciles of `quartermaster calibration`'s reliability table, as upper bounds (written out:
+0.30000000000000004 would be a label value). Prometheus buckets hold their upper bound, so a
+risk of exactly 0.2 counts in (0.1, 0.2] here and in [0.2, 0.3) in the table."""
+MISSED, MET = "missed", "met"
+OUTCOMES = (MISSED, MET)
+LEARNED_PARTS = ("judged_estimates", "runtime_keys")
+"""What is dropped from the learned summary when it does not fit its ConfigMap."""
 
 
 class Metrics:
@@ -85,6 +94,28 @@ class Metrics:
             "Probability of missing the deadline, recalibrated on the deadlines this controller "
             "judged (ratio 0..1); equal to the raw risk until any is judged.",
             ["project", "deadline", "tier"],
+            registry=r,
+        )
+        self.deadline_risk_judged_ratio = Histogram(
+            f"{PREFIX}_deadline_risk_judged_ratio",
+            "Raw risk estimates of deadlines since judged, by tier and outcome (missed or met), "
+            "each counted once when its deadline resolved; the reliability table per bucket "
+            "(ratio 0..1).",
+            ["tier", "outcome"],
+            buckets=RISK_BUCKETS,
+            registry=r,
+        )
+        self.deadline_risk_judged_squared_error_total = Counter(
+            f"{PREFIX}_deadline_risk_judged_squared_error",
+            "Sum of (risk - outcome)^2 over the judged estimates, outcome 1 when missed: over "
+            "the estimates judged (the histogram's _count) it is the Brier score (ratio^2).",
+            ["tier"],
+            registry=r,
+        )
+        self.deadlines_judged_total = Counter(
+            f"{PREFIX}_deadlines_judged",
+            "Deadline occurrences judged (a cutoff met or missed), by tier and outcome (count).",
+            ["tier", "outcome"],
             registry=r,
         )
         self.deadline_slack_seconds = Gauge(
@@ -213,6 +244,32 @@ class Metrics:
             "Runtime of finished workloads, from admission to finish (seconds).",
             ["project", "tier"],
             buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.learned_state_persisted = Gauge(
+            f"{PREFIX}_learned_state_persisted",
+            "1 when what the controller learned (runtimes, judged deadlines) is kept in its "
+            "ConfigMap across restarts, 0 when in memory only (no core v1 served, or the "
+            "ConfigMap may not be read) or not known yet.",
+            registry=r,
+        )
+        self.learned_state_bytes = Gauge(
+            f"{PREFIX}_learned_state_bytes",
+            "Size of the compressed learned summary last written to the ConfigMap (bytes).",
+            registry=r,
+        )
+        self.learned_state_writes_total = Counter(
+            f"{PREFIX}_learned_state_writes",
+            "Writes of the learned summary to its ConfigMap, by result (written or failed) "
+            "(count).",
+            ["result"],
+            registry=r,
+        )
+        self.learned_state_dropped_total = Counter(
+            f"{PREFIX}_learned_state_dropped",
+            "Items left out of a learned summary to fit its ConfigMap: the oldest judged "
+            "estimates and the least recently updated runtime keys, by part (count).",
+            ["part"],
             registry=r,
         )
         self.build_info = Gauge(
@@ -370,6 +427,25 @@ class Metrics:
 
     def lane_written(self, project: str, lane: str) -> None:
         self.lane_writes_total.labels(project, lane).inc()
+
+    def observe_judged(self, judged: Iterable[Judged]) -> None:
+        """Estimates just judged (each once): the histogram of their raw risk by tier and
+        outcome, the squared error per tier, and the distinct deadline occurrences judged."""
+        deadlines: dict[tuple[str, str], set[str]] = {}
+        for j in judged:
+            outcome = MISSED if j.missed else MET
+            self.deadline_risk_judged_ratio.labels(j.tier, outcome).observe(j.risk)
+            error = j.risk - (1.0 if j.missed else 0.0)
+            self.deadline_risk_judged_squared_error_total.labels(j.tier).inc(error * error)
+            deadlines.setdefault((j.tier, outcome), set()).add(j.deadline_id)
+        for (tier, outcome), ids in deadlines.items():
+            self.deadlines_judged_total.labels(tier, outcome).inc(len(ids))
+
+    def learned_state_dropped(self, *, judged: int, keys: int) -> None:
+        """Items left out of a summary to fit its ConfigMap."""
+        for part, count in zip(LEARNED_PARTS, (judged, keys), strict=True):
+            if count:
+                self.learned_state_dropped_total.labels(part).inc(count)
 
     def observe_finished(self, durations: Iterable[tuple[str, str, float]]) -> None:
         """(project, tier, seconds) of workloads seen finished for the first time."""

@@ -54,6 +54,8 @@ ANNOTATION_LAST_APPLIED = f"{DOMAIN}/last-applied"
 
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"
 LEASE_NAME = "quartermaster-controller"
+LEARNED_STATE_NAME = "quartermaster-learned"
+"""The ConfigMap in the controller's namespace that keeps what it learned across restarts."""
 REPORTING_CONTROLLER = f"{DOMAIN}/controller"
 
 SPOT_TAINT_KEY = f"{DOMAIN}/spot"

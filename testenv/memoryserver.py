@@ -6,6 +6,11 @@ lane's JSON Patch (its `test` and `add` operations, the only ones the controller
 hands out snapshots in the controller cache's form. That is all a pass needs from a server to
 show what it derives again, what it keeps and what it writes; that a real server accepts the
 writes is the integration tests' part.
+
+`core_v1=True` makes it claim core `v1` in its snapshots' discovery and keep what is applied
+there (the ConfigMap of what the controller learned, `controller/reconcile/learned_store.py`),
+answering `get` for it: the one way this project's tests show a restart that keeps what was
+learned, since the test API server serves CRDs only and so no ConfigMaps.
 """
 
 from __future__ import annotations
@@ -25,10 +30,19 @@ class MemoryServer:
     """Answers the calls a reconcile pass makes: apply (with a status subresource), create,
     delete; `writes` lists every apply as (kind, name)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, core_v1: bool = False) -> None:
         self.objects: dict[tuple[str, str, str], Object] = {}
         self.writes: list[tuple[str, str]] = []
+        self.core_v1 = core_v1
         self._versions = itertools.count(1)
+
+    def get(self, kind: kinds.Kind, name: str, namespace: str | None = None) -> Object | None:
+        """A copy of the object kept; None when there is none, or its kind is not served
+        (core `v1` without `core_v1`): the server's 404, as `KubeClient.get` answers it."""
+        if kind.group_version == "v1" and not self.core_v1:
+            return None
+        found = self.objects.get((kind.kind, namespace or "", name))
+        return copy.deepcopy(found) if found is not None else None
 
     def put(self, obj: Object) -> Object:
         """Store `obj` (as a client outside the controller would) under a new version."""
@@ -38,10 +52,15 @@ class MemoryServer:
         self.objects[(obj["kind"], meta.get("namespace") or "", meta["name"])] = obj
         return obj
 
+    def _served(self, kind: kinds.Kind) -> None:
+        if kind.group_version == "v1" and not self.core_v1:
+            raise KubeError(f"the server could not find the resource {kind.plural}", status=404)
+
     def apply(
         self, kind: kinds.Kind, obj: Object, *, subresource: str | None = None, **_: Any
     ) -> Object:
         meta = obj["metadata"]
+        self._served(kind)
         self.writes.append((kind.kind, meta["name"]))
         current = self.objects.get((kind.kind, meta.get("namespace") or "", meta["name"]))
         if subresource == "status":
@@ -101,7 +120,8 @@ class MemoryServer:
 
         return Observed(
             served=frozenset(k.group_version for k in (*kinds.MANAGED_KINDS, kinds.WORKLOAD))
-            | {kinds.CAPACITY_POLICY.group_version},
+            | {kinds.CAPACITY_POLICY.group_version}
+            | ({"v1"} if self.core_v1 else set()),
             policies=of(kinds.CAPACITY_POLICY),
             projects=of(kinds.TRAINING_PROJECT),
             managed=tuple(o for kind in kinds.MANAGED_KINDS for o in of(kind)),

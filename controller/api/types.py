@@ -1099,7 +1099,8 @@ class TrainingProjectStatus:
         default=None,
         metadata=meta(
             "runtimeHistory is how much finished work the controller learned the project's "
-            "runtimes from since it started (kept in memory: a restart starts afresh)."
+            "runtimes from (kept across restarts in the ConfigMap quartermaster-learned beside "
+            "the controller; in memory only where the API server serves no ConfigMaps)."
         ),
     )
 

@@ -52,6 +52,8 @@ EVENT = Kind("events.k8s.io", "v1", "Event", "events", True)
 CORE_EVENT = Kind("", "v1", "Event", "events", True)
 """The same Events in their older shape (`involvedObject`, `message`, `count`): read only,
 for Karpenter's capacity errors where `events.k8s.io/v1` is not served."""
+CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps", True)
+"""One only, in the controller's namespace: what it learned (`reconcile/learned_store.py`)."""
 CRD = Kind(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
 )
@@ -86,6 +88,7 @@ _BY_API_KIND = {
         LEASE,
         EVENT,
         CORE_EVENT,
+        CONFIG_MAP,
         CRD,
     )
 }

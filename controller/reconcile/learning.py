@@ -13,12 +13,16 @@ The shell around `controller.risk.learning` and `controller.risk.recalibration`:
    only then: REFIT_GROWTH keeps a large ledger's refits rare), and gives each deadline's
    calibrated risk for the metrics.
 
-**Kept in memory, not persisted (yet).** The learner's summary (`RuntimeLearner.to_dict`) is
-meant for a ConfigMap beside the controller; the test API server this project runs against
-serves CRDs only (no `/api/v1`), so there is no ConfigMap to write and a restart starts the
-learner and the ledger afresh: with no history the risk model's runtimes are exactly today's
-(declared runtime and fixed spread) and the calibrated risk is the raw one, so a restart costs
-accuracy, never correctness. `summary()` is what a writer would store.
+**Kept across restarts.** `summary()` holds everything learned: the learner's summary
+(`RuntimeLearner.to_dict`), the ledger's (`OutcomeLedger.to_dict`), the deadline occurrences
+still waiting for their outcome with their Workloads, and how many judgements arrived since the
+last fit; `from_summary` rebuilds from it the same learning (the same runtime estimates, the
+same recalibration, the same deadlines waiting to be judged). `controller.reconcile.learned_store`
+keeps it in a ConfigMap beside the controller and says why there. Where the API server serves
+no ConfigMaps (the CRD-only test server) it stays in memory and a restart starts afresh: with
+no history the risk model's runtimes are exactly today's (declared runtime and fixed spread)
+and the calibrated risk is the raw one, so a lost summary costs accuracy, never correctness.
+`revision` counts the changes a summary would show, so a writer knows when there is news.
 
 A Workload that disappears (Kueue deleted it with its Job) before it was seen finished is taken
 as finished when last seen unfinished: late only if that was after the cutoff. A deadline's
@@ -36,6 +40,7 @@ from controller.api.policy_set import PolicySet
 from controller.risk.learning import RuntimeLearner, finished_run
 from controller.risk.model import DeadlineReport, counts_toward, project_workloads
 from controller.risk.recalibration import (
+    Judged,
     OutcomeLedger,
     Recalibration,
     RiskEstimate,
@@ -50,6 +55,9 @@ of those it was fitted on (and at least one): a ledger of 100,000 refits seldom.
 
 Key = tuple[str, str]
 """(namespace, name) of a Workload."""
+
+SUMMARY_VERSION = 1
+"""The version of `OutcomeLearning.summary()`; `from_summary` refuses any other."""
 
 
 @dataclass
@@ -74,6 +82,12 @@ class OutcomeLearning:
         self._fitted_size = 0
         self._judged_since_fit = 0
         self.fits = 0
+        self.revision = 0
+        """Grows with every change `summary()` would show but a Workload's last sighting
+        (which moves every pass): a finished run counted, an estimate kept, a judgement, a
+        Workload newly counted toward a deadline."""
+        self.judged_last: tuple[Judged, ...] = ()
+        """The estimates the last `judge` judged (each estimate is judged once, ever)."""
 
     def learn(self, policy_set: PolicySet, workloads: Sequence[WorkloadView]) -> int:
         """Count the finished Workloads of the policy's projects (each once); how many were
@@ -96,7 +110,9 @@ class OutcomeLearning:
                 run = finished_run(workload, project)
                 if run is not None:
                     runs.append(run)
-        return self.runtimes.observe_all(runs)
+        counted = self.runtimes.observe_all(runs)
+        self.revision += counted
+        return counted
 
     def judge(
         self,
@@ -109,18 +125,17 @@ class OutcomeLearning:
         the calibrated risk of each deadline reported (the plan's `deadlines`), by (project,
         deadline)."""
         seen = {(w.namespace, w.name): w for w in workloads}
-        judged = 0
+        judged: list[Judged] = []
         for ident in list(self._open):
             outcome = self._outcome(self._open[ident], seen, now)
             if outcome is not None:
-                judged += len(self.ledger.resolve(ident, missed=outcome, at=now))
+                judged.extend(self.ledger.resolve(ident, missed=outcome, at=now))
                 del self._open[ident]
-        self._judged_since_fit += judged
+                self.revision += 1
+        self.judged_last = tuple(judged)
+        self._judged_since_fit += len(judged)
         if self._judged_since_fit and self._judged_since_fit >= REFIT_GROWTH * self._fitted_size:
-            judged_all = list(self.ledger.judged)
-            self.recalibration = fit_judged(judged_all)
-            self._fitted_size, self._judged_since_fit = len(judged_all), 0
-            self.fits += 1
+            self._refit(list(self.ledger.judged))
         tiers = {p.name: p.spec.tier for p in policy_set.projects}
         by_project = project_workloads(policy_set, workloads)
         calibrated = {}
@@ -132,7 +147,8 @@ class OutcomeLearning:
             if report.cutoff <= now or not report.workloads:
                 continue
             ident = deadline_id(report.project, report.deadline, report.cutoff)
-            self.ledger.record(RiskEstimate(ident, tier, report.estimate.risk, now))
+            if self.ledger.record(RiskEstimate(ident, tier, report.estimate.risk, now)):
+                self.revision += 1
             project = policy_set.project(report.project)
             deadline = (
                 next((d for d in project.spec.deadlines if d.name == report.deadline), None)
@@ -141,11 +157,23 @@ class OutcomeLearning:
             )
             if deadline is None:
                 continue
-            opened = self._open.setdefault(ident, _Open(report.cutoff))
+            opened = self._open.get(ident)
+            if opened is None:
+                opened = self._open[ident] = _Open(report.cutoff)
+                self.revision += 1
             for w in by_project.get(report.project, ()):
                 if counts_toward(w, deadline):
-                    opened.members[(w.namespace, w.name)] = now
+                    key = (w.namespace, w.name)
+                    if key not in opened.members:
+                        self.revision += 1
+                    opened.members[key] = now
         return calibrated
+
+    def _refit(self, judged: list[Judged], *, since_fit: int = 0) -> None:
+        """Fit the recalibration on `judged`; `since_fit` judgements arrived after them."""
+        self.recalibration = fit_judged(judged)
+        self._fitted_size, self._judged_since_fit = len(judged), since_fit
+        self.fits += 1
 
     @staticmethod
     def _outcome(opened: _Open, seen: Mapping[Key, WorkloadView], now: float) -> bool | None:
@@ -171,5 +199,57 @@ class OutcomeLearning:
         return None
 
     def summary(self) -> dict[str, Any]:
-        """What a restart would need: the learner's and the ledger's summaries."""
-        return {"runtimes": self.runtimes.to_dict(), "ledger": self.ledger.to_dict()}
+        """What a restart needs, JSON-able: the learner's and the ledger's summaries, the
+        deadline occurrences waiting for their outcome, and the judgements since the last fit
+        (the last ones in the ledger's `judged`)."""
+        return {
+            "version": SUMMARY_VERSION,
+            "runtimes": self.runtimes.to_dict(),
+            "ledger": self.ledger.to_dict(),
+            "open": {
+                ident: {
+                    "cutoff": opened.cutoff,
+                    "members": [[ns, name, at] for (ns, name), at in opened.members.items()],
+                    "finished": [[ns, name, at] for (ns, name), at in opened.finished.items()],
+                }
+                for ident, opened in self._open.items()
+            },
+            "sinceFit": self._judged_since_fit,
+        }
+
+    @classmethod
+    def from_summary(cls, data: Mapping[str, Any]) -> OutcomeLearning:
+        """The learning `summary()` summarised: the recalibration is fitted again on the
+        judgements the last fit saw, so the calibrated risks are the same as before (when the
+        ledger dropped its oldest judgements since, on what is left of them).
+
+        Raises ValueError for a summary it cannot read, naming what: the caller then starts
+        afresh (a lost summary costs history, not correctness).
+        """
+        try:
+            if data.get("version") != SUMMARY_VERSION:
+                raise ValueError(f"unknown learning summary version {data.get('version')!r}")
+            runtimes, ledger = data["runtimes"], data["ledger"]
+            if not isinstance(runtimes, Mapping) or not isinstance(ledger, Mapping):
+                raise ValueError("runtimes and ledger must be objects")
+            learning = cls()
+            learning.runtimes = RuntimeLearner.from_dict(runtimes)
+            learning.ledger = OutcomeLedger.from_dict(ledger)
+            for ident, item in dict(data.get("open", {})).items():
+                learning._open[str(ident)] = _Open(
+                    cutoff=float(item["cutoff"]),
+                    members={(str(ns), str(n)): float(at) for ns, n, at in item["members"]},
+                    finished={(str(ns), str(n)): float(at) for ns, n, at in item["finished"]},
+                )
+            since_fit = int(data.get("sinceFit", 0))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"unreadable learning summary: {exc!r}") from None
+        judged = list(learning.ledger.judged)
+        since_fit = min(max(since_fit, 0), len(judged))
+        fitted = judged[: len(judged) - since_fit]
+        if fitted:
+            learning._refit(fitted, since_fit=since_fit)
+            learning.fits = 0
+        else:
+            learning._judged_since_fit = since_fit
+        return learning

@@ -40,6 +40,7 @@ from controller.kube.events import EventRecorder
 from controller.kube.leader import LeaderElector, utc_now
 from controller.metrics import Metrics
 from controller.reconcile.admission import LaneHolder
+from controller.reconcile.learned_store import WRITE_INTERVAL_SECONDS, LearnedStore
 from controller.reconcile.reconciler import NotLeaderError, Reconciler, ReconcileResult
 
 log = structlog.get_logger(__name__)
@@ -64,6 +65,9 @@ class LoopOptions:
     discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
     full_collection_seconds: float = FULL_COLLECTION_SECONDS
     """Least time between the full collections the loop makes between passes."""
+    learned_write_seconds: float = WRITE_INTERVAL_SECONDS
+    """Least time between two writes of what was learned to its ConfigMap (and one more on
+    a graceful stop)."""
 
 
 def wait_before_pass(
@@ -139,6 +143,13 @@ class Controller:
         self.history = HistoryReader()
         self.lanes = LaneHolder()
         """What each pass leaves for the lanes webhook (`controller.webhook`)."""
+        self.learned = LearnedStore(
+            client,
+            namespace=options.namespace,
+            interval_seconds=options.learned_write_seconds,
+            metrics=self.metrics,
+        )
+        """What the passes learned, kept across restarts (`reconcile/learned_store.py`)."""
         self.cache = Cache(
             client,
             controller_sources(options.namespace),
@@ -157,6 +168,7 @@ class Controller:
             wall_clock=wall_clock,
             record=self.cache.record,
             admission=self.lanes,
+            learned=self.learned,
         )
 
     # ------------------------------------------------------------------ state
@@ -208,6 +220,7 @@ class Controller:
                 if not leading:
                     self.metrics.forget_plan()
                     self.lanes.clear()
+                    self.reconciler.standby()
                 elif self.cache.listed():  # if not, the last store's first list wakes the loop
                     self._pass()
                 self.collections.between_passes()

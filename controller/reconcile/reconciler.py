@@ -44,6 +44,7 @@ from controller.reconcile.diff import (
     with_last_applied,
 )
 from controller.reconcile.lanes import lane_patch
+from controller.reconcile.learned_store import LearnedStore
 from controller.reconcile.learning import OutcomeLearning
 from controller.reconcile.lost import ACTION as LOST_ACTION
 from controller.reconcile.lost import REASON as LOST_REASON
@@ -371,10 +372,13 @@ class Reconciler:
         record: Callable[[kinds.Kind, KubeObject], None] | None = None,
         write_workers: int = DEFAULT_WRITE_WORKERS,
         admission: LaneHolder | None = None,
+        learned: LearnedStore | None = None,
     ) -> None:
         """`record` gets each object as the server answered a write of it (the loop's cache
         keeps it, so the next pass sees this one's writes before their watch events).
-        `admission` gets what each pass leaves for the lanes webhook (`admission_state`)."""
+        `admission` gets what each pass leaves for the lanes webhook (`admission_state`).
+        `learned` keeps what the passes learn across restarts (the loop gives one; without it
+        the learning is kept in memory only)."""
         self.client = client
         self.namespace = namespace
         self.events = events
@@ -410,14 +414,39 @@ class Reconciler:
         `controller.reconcile.shortages`): kept across passes, rebuilt by the first."""
         self._shortage_waits: dict[str, float] = {}
         self.learning = OutcomeLearning()
-        """Runtimes and outcomes learned from this cluster (in memory: see its module)."""
+        """Runtimes and outcomes learned from this cluster (see its module); restored from
+        and kept in `learned` when there is one."""
+        self.learned = learned
         self._lost_told: set[tuple[str, str]] | None = None
         """Workloads told their deadline is lost (once each, while unfinished); None until the
         first pass, which starts from those the project statuses name."""
 
     def close(self) -> None:
-        """Let the write threads end: the loop calls this once its last pass is done."""
+        """Keep what was learned (as leader) and let the write threads end: the loop calls
+        this once its last pass is done, before it releases the Lease."""
+        self.keep_learning(final=True)
         self.writes.close()
+
+    def standby(self) -> None:
+        """This replica does not lead (any more): what it learned is read again from the
+        store when it leads next, since the leader meanwhile learned more."""
+        if self.learned is not None:
+            self.learned.standby()
+
+    def _restore_learning(self, observed: Observed) -> None:
+        """Before the first pass learns anything: adopt what the store kept."""
+        if self.learned is None:
+            return
+        restored = self.learned.load(observed.served)
+        if restored is not None:
+            self.learning = restored
+
+    def keep_learning(self, *, final: bool = False) -> bool:
+        """Write what was learned when the store's throttle allows (as leader only); True
+        when written. Never raises for the store's sake: a failed write is logged."""
+        if self.learned is None or not self.may_write():
+            return False
+        return self.learned.save(self.learning, final=final)
 
     # ------------------------------------------------------------------ observe
     def observe(self) -> Observed:
@@ -489,6 +518,7 @@ class Reconciler:
                 if key in self._lane_projects
             )
             self.metrics.prometheus_up.set(1.0 if history.available else 0.0)
+            self.metrics.observe_judged(self.learning.judged_last)
             self.metrics.observe_finished(
                 (w.queue, tiers[w.queue], w.finished_at - w.admitted_at)
                 for w in workloads
@@ -540,6 +570,7 @@ class Reconciler:
         started = time.monotonic()
         if observed is None:
             observed = self.observe()
+        self._restore_learning(observed)
         validation = self._validate(observed)
         result = ReconcileResult(
             policy=validation.policy_name,
@@ -588,6 +619,7 @@ class Reconciler:
         self._write_statuses(observed, validation, rendered, result, apply_error)
         if result.phases:
             result.phases["statuses"] = round(time.monotonic() - statuses_started, 3)
+        self.keep_learning()
         result.seconds = time.monotonic() - started
         log.info(
             "reconciled",

@@ -52,9 +52,11 @@ no series carrying a workload's declared runtime next to its real one (our media
 is per project, already aggregated). A summary is small (sparse non-empty bins, rounded) and
 makes a restart lose nothing; `to_dict` / `from_dict` are that summary. It also keeps the
 `watermark` and the recently counted workloads, so the finished Workloads still present after a
-restart are not counted twice. Where it is written (a ConfigMap beside the controller rather
-than the policy's status, which every pass rewrites and `explain` reads) is the reconciler's
-business, not this module's.
+restart are not counted twice. Where it is written is the reconciler's business, not this
+module's: `controller.reconcile.learned_store` keeps it, with the outcome ledger, in the
+ConfigMap `quartermaster-learned` beside the controller (not the policy's status, which every
+pass rewrites and `explain` reads), written at most every five minutes and on a graceful stop;
+where the API server serves no ConfigMaps it stays in memory and a restart starts afresh.
 
 Pure: plain values in, plain values out; the learner mutates only itself (a fold over finished
 workloads), and never reads a clock.

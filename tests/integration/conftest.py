@@ -48,6 +48,7 @@ CLEANED_KINDS = (
     kinds.NODE_CLAIM,
     kinds.LEASE,
     kinds.EVENT,
+    kinds.CONFIG_MAP,
     *kinds.MANAGED_KINDS,
 )
 

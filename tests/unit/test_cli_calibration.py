@@ -1,14 +1,24 @@
-"""`quartermaster calibration --from FILE`: the reliability table of judged estimates."""
+"""`quartermaster calibration`: the reliability table of judged estimates, from a file or
+from the ConfigMap the controller keeps them in on the live cluster."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
+import pytest
+
+from controller import names
 from controller.cli import EXIT_INVALID, EXIT_OK, main
+from controller.kube.client import KubeClient
+from controller.reconcile.learned_store import config_map, encode, read_config_map
+from controller.reconcile.learning import OutcomeLearning
 from controller.risk.recalibration import Judged, OutcomeLedger, RiskEstimate, judged_document
+from testenv.memoryserver import MemoryServer
 
 FIXED_NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 NOW = FIXED_NOW.timestamp()
@@ -84,3 +94,73 @@ def test_an_unreadable_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     code, _, err = run("calibration", "--from", str(tmp_path / "missing.json"))
     assert code == EXIT_INVALID
     assert "missing.json" in err
+
+
+def learned_config_map() -> dict[str, Any]:
+    """The ConfigMap a controller keeps what it learned in: one gold deadline judged a day
+    ago, missed at 0.2, and one open."""
+    learning = OutcomeLearning()
+    learning.ledger.record(RiskEstimate("p/d@1", "gold", 0.2, NOW - 2 * DAY))
+    learning.ledger.resolve("p/d@1", missed=True, at=NOW - DAY)
+    learning.ledger.record(RiskEstimate("p/d@2", "gold", 0.7, NOW - DAY))
+    stored = config_map(names.DEFAULT_NAMESPACE, encode(learning.summary()))
+    return cast(dict[str, Any], json.loads(json.dumps(stored)))
+
+
+class Cluster(MemoryServer):
+    """The in-memory stand-in for an API server that serves ConfigMaps (a fake, said so:
+    this project's test API server serves none), as `KubeClient.from_kubeconfig` gives it."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        super().__init__(core_v1=True)
+        for obj in objects:
+            self.put(copy.deepcopy(obj))
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param(learned_config_map(), id="the ConfigMap, as kubectl get -o json prints it"),
+        pytest.param(
+            read_config_map(learned_config_map()), id="what the controller learned, as JSON"
+        ),
+    ],
+)
+def test_reads_what_the_controller_keeps_from_a_file(tmp_path: Path, document: Any) -> None:
+    path = tmp_path / "learned.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run("calibration", "--from", str(path))
+    assert (code, err) == (EXIT_OK, "")
+    assert "all tiers: 1 deadlines judged (1 missed)" in out
+    assert "Brier score 0.6400" in out
+
+
+def test_reads_the_live_cluster_without_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = Cluster(learned_config_map())
+    asked: list[tuple[str | None, str | None]] = []
+
+    def connect(path: str | None, *, context: str | None = None, **_: Any) -> Cluster:
+        asked.append((path, context))
+        return cluster
+
+    monkeypatch.setattr(KubeClient, "from_kubeconfig", connect)
+    code, out, err = run("calibration", "--kubeconfig", "k.yaml", "--context", "prod")
+    assert (code, err) == (EXIT_OK, "")
+    assert asked == [("k.yaml", "prod")] and cluster.closed
+    assert "tier gold: 1 deadlines judged (1 missed)" in out
+
+    monkeypatch.setattr(KubeClient, "from_kubeconfig", lambda *a, **k: Cluster())
+    code, out, err = run("calibration")
+    assert (code, out) == (EXIT_INVALID, "")
+    assert "no ConfigMap quartermaster-system/quartermaster-learned" in err
+
+    unreadable = learned_config_map()
+    unreadable["data"]["version"] = "0"
+    monkeypatch.setattr(KubeClient, "from_kubeconfig", lambda *a, **k: Cluster(unreadable))
+    code, _, err = run("calibration")
+    assert code == EXIT_INVALID
+    assert "quartermaster-learned: format version '0'" in err

@@ -20,6 +20,7 @@ dashboard whose every query is about the chosen project.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,8 +29,10 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.metrics import Metrics
+from controller.risk.recalibration import Judged, by_tier, calibrate
 from testenv import prometheus
 from tests.kueue_metrics import KUEUE_METRICS
 
@@ -552,3 +555,120 @@ def test_the_project_variable_lists_the_projects_with_deadlines() -> None:
     assert project["datasource"] == DATASOURCE
     assert project["query"]["query"] == "label_values(quartermaster_deadline_risk_ratio, project)"
     assert project["multi"] is False  # queries match `="$project"`, one project at a time
+
+
+# --------------------------------------------------------------------------- the calibration row
+
+CALIBRATION_PANELS = (
+    "Reliability: deadlines missed by predicted risk",
+    "Brier score in the time range",
+    "Deadlines judged in the time range",
+)
+RISKS = tuple(k / 16 for k in range(17) if k not in (8, 12))
+"""Risks that are exact binary fractions (so sums and squares are exact in any order) and not
+on a decile's edge but 0 and 1 (Prometheus buckets hold their upper bound, the table's deciles
+their lower one: they agree everywhere else). No risk falls in [0.7, 0.8): an empty decile."""
+
+
+def judged_estimates() -> list[Judged]:
+    """Sixty deadlines of two tiers, one to four estimates each, a third of them missed."""
+    rng = random.Random(11)
+    out = []
+    for d in range(60):
+        tier = ("production", "research")[d % 2]
+        missed = rng.random() < 0.35
+        for e in range(rng.randint(1, 4)):
+            out.append(Judged(f"p{d}/d@{d}", tier, rng.choice(RISKS), float(e), missed, 9.0))
+    return out
+
+
+def calibration_queries() -> dict[str, list[tuple[str, str]]]:
+    """Per panel of the Calibration row, (legend, expression) of each target, variables
+    filled in (the range is an hour)."""
+    dashboard = load_dashboard(DASHBOARD_DIR / "overview.json")
+    panels = {p["title"]: p for p in all_panels(dashboard["panels"])}
+    return {
+        title: [
+            (t["legendFormat"], substitute_variables(t["expr"])) for t in panels[title]["targets"]
+        ]
+        for title in CALIBRATION_PANELS
+    }
+
+
+def input_series(metrics: Metrics) -> list[dict[str, str]]:
+    """The calibration series as promtool input: 0 an hour ago, today's value since."""
+    _, _, body = metrics.render()
+    out = []
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if "judged" not in sample.name:
+                continue
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out.append({"series": f"{sample.name}{{{labels}}}", "values": f"0 {sample.value!r}x60"})
+    return out
+
+
+def expect(expr: str, samples: list[tuple[str, float]]) -> dict[str, Any]:
+    return {
+        "expr": expr,
+        "eval_time": "60m",
+        "exp_samples": [{"labels": labels, "value": value} for labels, value in samples],
+    }
+
+
+def test_the_calibration_row_shows_what_quartermaster_calibration_prints(
+    tmp_path: Path,
+) -> None:
+    """Judged estimates exported as the controller exports them, an hour of them in Prometheus
+    (promtool's rule tests): each reliability bar is the table's observed share of its decile
+    (none for the empty one), the Brier score is the table's, in all and per tier, and the
+    counts are the deadlines and estimates judged."""
+    judged = judged_estimates()
+    metrics = Metrics()
+    metrics.observe_judged(judged)
+    table = calibrate(judged)
+    queries = calibration_queries()
+    cases = []
+    reliability = queries[CALIBRATION_PANELS[0]]
+    assert len(reliability) == len(table.deciles) == 10
+    assert any(d.count == 0 for d in table.deciles)
+    for (legend, expr), decile in zip(reliability, table.deciles, strict=True):
+        assert legend.endswith(f"{decile.high:.1f}]"), legend
+        cases.append(expect(expr, [] if decile.observed is None else [("{}", decile.observed)]))
+    (_, every), (_, per_tier) = queries[CALIBRATION_PANELS[1]]
+    assert table.brier is not None
+    cases.append(expect(every, [("{}", table.brier)]))
+    cases.append(
+        expect(
+            per_tier,
+            [
+                (f'{{tier="{tier}"}}', calibrate(items).brier or 0.0)
+                for tier, items in by_tier(judged).items()
+            ],
+        )
+    )
+    counts = dict(queries[CALIBRATION_PANELS[2]])
+    missed = len({j.deadline_id for j in judged if j.missed})
+    met = len({j.deadline_id for j in judged if not j.missed})
+    assert 0 < missed < met
+    cases.append(expect(counts["missed"], [("{}", missed)]))
+    cases.append(expect(counts["met"], [("{}", met)]))
+    cases.append(expect(counts["estimates"], [("{}", len(judged))]))
+
+    (tmp_path / "none.rules.yaml").write_text("groups: []\n")
+    document = {
+        "rule_files": ["none.rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "name": "the calibration row",
+                "interval": "1m",
+                "input_series": input_series(metrics),
+                "promql_expr_test": cases,
+            }
+        ],
+    }
+    path = tmp_path / "calibration.test.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = prometheus.test_rules(path)
+    assert result.returncode == 0, result.stdout + result.stderr

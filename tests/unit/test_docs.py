@@ -2,7 +2,8 @@
 
 `make docs` (MkDocs, --strict) checks the links between pages of docs/; the README lives
 outside the site, so its links are checked here, where a moved page would otherwise leave
-GitHub's front page pointing nowhere.
+GitHub's front page pointing nowhere. The metrics page names every metric the controller
+exports.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from pathlib import Path
 
 import yaml
+
+from controller.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -57,3 +60,15 @@ def test_every_page_in_docs_is_in_the_navigation_and_every_nav_entry_exists() ->
     docs = ROOT / config["docs_dir"]
     on_disk = {str(p.relative_to(docs)) for p in docs.rglob("*.md")}
     assert nav == on_disk
+
+
+def test_every_metric_the_controller_exports_is_on_the_metrics_page() -> None:
+    """The page lists the series by name (counters with `_total`, as PromQL names them): a
+    metric added to `controller/metrics.py` without a word there fails here."""
+    page = (ROOT / "docs" / "operations" / "metrics.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(quartermaster_\w+)", page))
+    exported = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in Metrics().registry.collect()
+    }
+    assert sorted(exported - named) == []

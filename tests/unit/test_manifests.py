@@ -168,10 +168,13 @@ def test_rbac_has_no_wildcards_and_no_secrets(built: tuple[str, list[Doc]]) -> N
         for rule in role["rules"]:
             for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
                 assert "*" not in rule.get(key, []), (role["kind"], rule)
-            assert not {"secrets", "configmaps", "pods/exec", "serviceaccounts/token"} & set(
-                rule["resources"]
-            ), rule
+            assert not {"secrets", "pods/exec", "serviceaccounts/token"} & set(rule["resources"]), (
+                rule
+            )
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+            if "configmaps" in rule["resources"]:  # one, in its own namespace: what it learned
+                assert role["kind"] == "Role", rule
+                assert rule["resourceNames"] == [names.LEARNED_STATE_NAME], rule
 
 
 def test_the_bindings_give_the_roles_to_the_controllers_service_account(
@@ -194,7 +197,7 @@ def test_the_bindings_give_the_roles_to_the_controllers_service_account(
         one(objects, role_kind, binding["roleRef"]["name"])
 
 
-def test_the_lease_rule_names_the_lease_the_controller_holds() -> None:
+def test_the_named_rules_name_the_lease_and_the_configmap_the_controller_keeps() -> None:
     role = one(build(MANIFESTS / "base"), "Role")
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named == [
@@ -203,7 +206,13 @@ def test_the_lease_rule_names_the_lease_the_controller_holds() -> None:
             "resources": ["leases"],
             "resourceNames": [names.LEASE_NAME],
             "verbs": ["get", "update"],
-        }
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [names.LEARNED_STATE_NAME],
+            "verbs": ["get", "create", "patch"],
+        },
     ]
 
 

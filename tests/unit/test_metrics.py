@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api.loader import load_policy_set
@@ -16,6 +17,7 @@ from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.metrics import Metrics
 from controller.risk.model import LostWorkload
+from controller.risk.recalibration import Judged
 from tests.builders import policy_doc, pool_doc, project_doc
 
 FIXED_NOW = 1_800_000_000.0
@@ -202,3 +204,42 @@ def test_lost_workloads_are_counted_per_project_with_deadlines_zero_included() -
     )
     metrics.update(no_deadlines, plan_for(no_deadlines))
     assert "quartermaster_lost_workloads" not in series(metrics)
+
+
+def test_judged_estimates_are_exported_once_each_as_the_reliability_and_brier_series() -> None:
+    """Three estimates of one research deadline missed (0.05, 0.15, 0.95) and one of a
+    production deadline met (0.2): bucketed by raw risk per tier and outcome, the squared
+    error per tier (the Brier numerator), and one deadline judged per tier and outcome."""
+    metrics = Metrics()
+    metrics.observe_judged(
+        [
+            Judged("vision/release@1", "research", 0.05, 1.0, True, 9.0),
+            Judged("vision/release@1", "research", 0.15, 2.0, True, 9.0),
+            Judged("vision/release@1", "research", 0.95, 3.0, True, 9.0),
+            Judged("llm/weekly@1", "production", 0.2, 1.0, False, 9.0),
+        ]
+    )
+    sample = metrics.registry.get_sample_value
+    missed = {"tier": "research", "outcome": "missed"}
+    bucket = "quartermaster_deadline_risk_judged_ratio_bucket"
+    assert [
+        sample(bucket, {**missed, "le": le}) for le in ("0.1", "0.2", "0.9", "1.0", "+Inf")
+    ] == [
+        1.0,
+        2.0,
+        2.0,
+        3.0,
+        3.0,
+    ]
+    assert sample(bucket, {"tier": "production", "outcome": "met", "le": "0.2"}) == 1.0
+    assert sample(bucket, {"tier": "production", "outcome": "met", "le": "0.1"}) == 0.0
+    assert sample("quartermaster_deadline_risk_judged_ratio_sum", missed) == pytest.approx(1.15)
+    squared = "quartermaster_deadline_risk_judged_squared_error_total"
+    assert sample(squared, {"tier": "research"}) == pytest.approx(0.95**2 + 0.85**2 + 0.05**2)
+    assert sample(squared, {"tier": "production"}) == pytest.approx(0.04)
+    judged = "quartermaster_deadlines_judged_total"
+    assert sample(judged, missed) == 1.0
+    assert sample(judged, {"tier": "production", "outcome": "met"}) == 1.0
+    assert sample(judged, {"tier": "research", "outcome": "met"}) is None
+    metrics.forget_plan()
+    assert sample(judged, missed) == 1.0, "counters outlive the plan series"

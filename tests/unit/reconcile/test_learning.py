@@ -5,6 +5,8 @@ from what was judged."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from controller.api.loader import load_policy_set
@@ -12,6 +14,7 @@ from controller.api.policy_set import PolicySet
 from controller.reconcile.learning import OutcomeLearning
 from controller.risk.deadline import Estimate
 from controller.risk.model import DeadlineReport
+from controller.risk.recalibration import fit_judged
 from controller.risk.workloads import WorkloadView
 from tests.builders import policy_doc, pool_doc, project_doc
 
@@ -126,3 +129,70 @@ def test_the_calibrated_risk_comes_from_what_was_judged() -> None:
     w = 1 / 21
     assert got[("vision", "release")] == pytest.approx(w * 1 + (1 - w) * 0.2)
     assert learning.fits == 1
+
+
+def restarted(learning: OutcomeLearning) -> OutcomeLearning:
+    """The learning a new controller reads back from what this one kept (through JSON)."""
+    return OutcomeLearning.from_summary(json.loads(json.dumps(learning.summary())))
+
+
+def test_a_deadline_estimated_before_a_restart_is_judged_after_it() -> None:
+    """Estimated at 100 with a running; the controller restarts; a is still running after the
+    cutoff: the estimate made before the restart is judged missed, once."""
+    learning = restarted(_estimated())
+    learning.judge(POLICY_SET, [], [workload("a")], CUTOFF + 5)
+    assert [(j.risk, j.missed) for j in learning.ledger.judged] == [(0.4, True)]
+    learning.judge(POLICY_SET, [], [workload("a")], CUTOFF + 50)
+    assert len(learning.ledger.judged) == 1
+
+
+def _estimated() -> OutcomeLearning:
+    learning = OutcomeLearning()
+    learning.judge(POLICY_SET, [report(0.4)], [workload("a")], 100.0)
+    return learning
+
+
+def test_a_restart_fits_the_same_recalibration_even_between_refits() -> None:
+    """Forty deadlines judged one by one, the last too few to refit for (5 % of the 39 fitted
+    on is 1.95): the restored learning maps risks as the running one does, not as a fit on
+    all forty would, and both refit at the next judgement."""
+    learning = OutcomeLearning()
+    for i in range(40):
+        cutoff = 1000.0 * (i + 1)
+        learning.judge(
+            POLICY_SET, [report(0.1 + 0.02 * i, cutoff=cutoff)], [workload("a")], cutoff - 500
+        )
+        learning.judge(POLICY_SET, [], [workload("a")] if i % 3 else [], cutoff + 1)
+    assert learning.summary()["sinceFit"] == 1
+    on_all = fit_judged(list(learning.ledger.judged))
+    assert on_all("research", 0.9) != learning.recalibration("research", 0.9)
+    restored = restarted(learning)
+    grid = [i / 10 for i in range(11)]
+    assert [restored.recalibration("research", r) for r in grid] == [
+        learning.recalibration("research", r) for r in grid
+    ]
+    fits = learning.fits
+    for each in (learning, restored):
+        each.judge(POLICY_SET, [report(0.5, cutoff=60_000.0)], [workload("a")], 59_000.0)
+        each.judge(POLICY_SET, [], [], 60_001.0)
+    assert learning.fits == fits + 1
+    assert [restored.recalibration("research", r) for r in grid] == [
+        learning.recalibration("research", r) for r in grid
+    ]
+
+
+def test_the_revision_moves_with_what_a_summary_would_show() -> None:
+    learning = OutcomeLearning()
+    assert learning.revision == 0
+    learning.judge(POLICY_SET, [report(0.4)], [workload("a")], 100.0)
+    opened = learning.revision
+    assert opened > 0
+    learning.judge(POLICY_SET, [report(0.4)], [workload("a")], 200.0)
+    assert learning.revision == opened, "a second sighting within the interval: nothing new"
+    learning.learn(POLICY_SET, [workload("a", finished_at=300.0)])
+    assert learning.revision == opened + 1
+    learning.judge(POLICY_SET, [], [workload("a", finished_at=300.0)], 400.0)
+    assert learning.revision > opened + 1
+    assert [j.missed for j in learning.judged_last] == [False]
+    learning.judge(POLICY_SET, [], [], 500.0)
+    assert learning.judged_last == ()
