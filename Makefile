@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim bench-levers soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim bench-sweep bench-levers soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	@# setuptools notes every editable install ("Editable installation. Please be careful with
 	@# folders ..."): information only, a dozen lines before anything of ours.
-	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install --quiet -e '.[dev,sim,docs]'
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install --quiet -e '.[dev,sim,docs,ray]'
 	@# The test harness (testenv/), tests, e2e and bench are importable in development only:
 	@# the checkout goes on the venv's path; the wheel holds just the controller.
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "quartermaster-dev.pth").write_text("$(CURDIR)\n")'
@@ -110,6 +110,10 @@ bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Aliba
 .PHONY: bench-calibration
 bench-calibration: setup ## the deadline risk's calibration, raw and recalibrated, on the bench-sim replays under both deadline rules (policy only)
 	$(PY) bench/bench_calibration.py $(CASES)
+
+# QUICK=1: the same grid's shape on small slices of the traces (a minute or two, not hours).
+bench-sweep: setup ## the bench-sim grid as a sweep, local vs local Ray: wall time, peak memory, Ray's overhead per cell (long; QUICK=1 quick)
+	$(PY) bench/bench_sweep.py $(if $(QUICK),--quick)
 
 .PHONY: bench-levers
 bench-levers: setup ## the per-workload levers at equal cost: policy vs static frontier, reactive, ablations (busiest 14 days, Alibaba; seeds 0-2)

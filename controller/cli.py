@@ -56,8 +56,11 @@ from controller.risk import recalibration
 from controller.risk.shortage import Shortages
 from controller.sim import plots
 from controller.sim import run as sim_run
+from controller.sim import sweep as sim_sweep
 from controller.sim.assign import DEADLINE_FROM, AssignmentRule
 from controller.sim.engine import BASELINES
+from controller.sim.sweep_grid import GridError
+from controller.sim.sweep_progress import progress_for
 from controller.sim.trace import BUSIEST_MEASURE, parse_lead_in, parse_window
 from controller.webhook import WebhookServer, holder_decide
 from controller.yamlio import dump_documents, dump_per_object
@@ -531,6 +534,86 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Many simulations over a grid of traces, seeds and policy settings; see
+    controller.sim.sweep. A refused grid exits 2, like a wrong command line; a failed cell 1."""
+    executor: sim_sweep.Executor = sim_sweep.LocalExecutor(jobs=args.jobs)
+    if args.ray is not None:
+        # Imported only when asked for: Ray is an optional extra.
+        from controller.sim import sweep_ray  # noqa: PLC0415
+
+        executor = sweep_ray.RayExecutor(args.ray, jobs=args.jobs)
+    try:
+        result = sim_sweep.run_sweep(
+            Path(args.grid),
+            out_dir=Path(args.out),
+            executor=executor,
+            progress=progress_for(err),
+            out=out,
+        )
+    except GridError as invalid:
+        for error in invalid.errors:
+            print(f"sweep: {args.grid}: {error}", file=err)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(
+            f"sweep: interrupted; the finished cells are in {Path(args.out) / sim_sweep.CELLS_DIR}"
+            ": the same command goes on from there",
+            file=err,
+        )
+        return 130
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"sweep: {exc}", file=err)
+        return EXIT_INVALID
+    return EXIT_INVALID if result.failed else EXIT_OK
+
+
+def add_sweep_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """`quartermaster sweep` (apart, so that `build_parser` stays readable)."""
+    sweep = commands.add_parser(
+        "sweep",
+        help="many simulations over a grid of traces, seeds and policy settings; one table",
+        description="Run `simulate` for every cell of a grid (traces and windows x policy "
+        "settings x seeds) and write sweep.json, sweep.md and plots (the policy's cost against "
+        "misses beside the baselines' frontier; a heat map per pair of swept settings). Cells "
+        "already finished in --out are not run again, so an interrupted sweep goes on where it "
+        "stopped. Exits 1 if any cell failed, 2 if the grid is refused. The plots need "
+        "matplotlib" + ("" if plots.available() else ", which is not installed here") + f": "
+        f"{plots.INSTALL_HINT}.",
+    )
+    sweep.add_argument(
+        "--grid",
+        required=True,
+        metavar="FILE",
+        help="the grid (YAML): traces, windows, seeds, baselines, policy, overrides (policy "
+        "field path -> values, e.g. risk.raiseThreshold: [0.1, 0.2]); see the simulator docs",
+    )
+    sweep.add_argument(
+        "--out",
+        default=str(sim_sweep.DEFAULT_OUT),
+        metavar="DIR",
+        help="where sweep.json, sweep.md, the plots and cells/ (one file per finished cell) go "
+        "(default %(default)s)",
+    )
+    sweep.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the cells as Ray tasks: auto (a running Ray, else a new local one) or a "
+        "cluster's address; needs the `ray` extra, pip install 'quartermaster[ray]' (default: "
+        "local worker processes)",
+    )
+    sweep.add_argument(
+        "--jobs",
+        type=_jobs,
+        metavar="N",
+        help="run at most N cells at once (default: one per core locally, the cluster's CPUs "
+        "with Ray); locally, 1 runs them one after another in this process",
+    )
+    sweep.set_defaults(handler=cmd_sweep)
+
+
 def add_explain_command(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
@@ -778,6 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run); 1 replays them one after another in this process, with a progress bar",
     )
     simulate.set_defaults(handler=cmd_simulate)
+    add_sweep_command(commands)
     return parser
 
 

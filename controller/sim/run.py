@@ -179,6 +179,30 @@ def prepare(
     Raises ValueError for an invalid window or lead-in, or a window with no usable job.
     """
     trace = load_trace(trace_path, window=parse_window(window) if window else None, lead_in=lead_in)
+    return prepare_trace(
+        trace,
+        seed=seed,
+        window=window,
+        policy_set=policy_set,
+        policy_source=policy_source,
+        declared_sigma=declared_sigma,
+        deadline_from=deadline_from,
+    )
+
+
+def prepare_trace(
+    trace: Trace,
+    *,
+    seed: int = 0,
+    window: str | None = None,
+    policy_set: PolicySet | None = None,
+    policy_source: str | None = None,
+    declared_sigma: float = AssignmentRule.expected_sigma,
+    deadline_from: str = AssignmentRule.deadline_from,
+) -> Inputs:
+    """`prepare` of a trace already loaded (in its window, with its lead-in, as `window`
+    names it): a sweep reads each trace once and prepares it again for every seed and policy.
+    """
     in_window = trace.window_jobs
     if not in_window:
         raise ValueError(f"{trace.source}: no usable job (in the window {window})")

@@ -136,6 +136,15 @@ def default_policy_set(jobs: Sequence[TraceJob], *, target_utilization: float = 
     The documents go through `load_policy_set`, so the result is a policy `quartermaster
     validate` would accept.
     """
+    return load_policy_set(default_policy_documents(jobs, target_utilization=target_utilization))
+
+
+def default_policy_documents(
+    jobs: Sequence[TraceJob], *, target_utilization: float = 0.7
+) -> list[tuple[str, Any]]:
+    """The YAML documents of `default_policy_set`, as (origin, document), before validation:
+    a sweep changes fields of them (`controller.sim.sweep_grid.apply_overrides`) and then
+    validates them as any policy is."""
     capacity = replay_capacity(jobs, target_utilization=target_utilization)
     shares = [share / PROJECTS_PER_TIER for *_, share in TIERS for _ in range(PROJECTS_PER_TIER)]
     quotas = iter(_apportion(capacity, shares))
@@ -197,7 +206,7 @@ def default_policy_set(jobs: Sequence[TraceJob], *, target_utilization: float = 
                     },
                 )
             )
-    return load_policy_set(documents)
+    return documents
 
 
 def _apportion(total: int, shares: Sequence[float]) -> list[int]:
