@@ -369,7 +369,11 @@ def shortages_read(
         and s.kind.group_version in served
     ]
     observed = observed_from(served, read_sources(client, sources))
-    pools = [str(p.get("name")) for p in (policy.get("spec") or {}).get("pools") or []]
+    pools = {
+        str(p.get("name")): [str(z) for z in p.get("zones") or []]
+        for p in (policy.get("spec") or {}).get("pools") or []
+        if isinstance(p, dict)
+    }
     return shortages_seen(observed, pools, Shortages(), now=now), now
 
 

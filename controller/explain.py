@@ -5,9 +5,9 @@ with their risk, slack and cutoff, quota split, cost, last decision), the decisi
 pools it uses (in the policy's status), the recent Events about either, and the workloads of
 its queues that the controller put in a lane (the lane annotations on each Workload).
 Answering "why did the mix change at 03:10?" or "why is this job on on-demand?" must not need
-the controller's logs. The pools of the project in a spot shortage are shown from Karpenter's
-capacity-error Events, folded as a restarted controller folds them (the controller keeps its
-memory of them in its process, not in a status).
+the controller's logs. The pools of the project in a spot shortage, and the zones short in
+each, are shown from Karpenter's capacity-error Events, folded as a restarted controller folds
+them (the controller keeps its memory of them in its process, not in a status).
 
 Both statuses are read as the typed classes the controller writes them from
 (`controller.reconcile.status.read_status`), so explain shows what the schema declares. A status
@@ -31,7 +31,7 @@ from controller.api.types import (
 )
 from controller.api.types import Decision as StatusDecision
 from controller.reconcile.status import read_status
-from controller.risk.shortage import Shortages, expected_wait
+from controller.risk.shortage import ANY_ZONE, Shortages, expected_wait, short_zones
 from controller.timestamps import format_duration, format_time
 
 MAX_EVENTS = 15
@@ -224,17 +224,29 @@ def lane_lines(project: str, workloads: Sequence[Mapping[str, Any]]) -> list[str
 
 
 def shortage_lines(pools: Sequence[str], shortages: Shortages, now: float) -> list[str]:
-    """The project's pools in a spot shortage now: since when, and the wait expected."""
+    """The project's pools in a spot shortage now: since when, in which zones, and the wait
+    expected; and a pool short in only some of its zones, which costs nothing (Karpenter
+    launches in the others) but says where the market is thin."""
     lines = []
     for pool in pools:
         state = shortages.state(pool)
-        wait = expected_wait(state, now)
-        if wait <= 0 or state.started is None:
+        zones = short_zones(state, now)
+        if not zones:
             continue
+        wait = expected_wait(state, now)
+        named = ", ".join(zone for zone in zones if zone != ANY_ZONE)
+        if wait > 0 and state.started is not None:
+            where = f" in every zone it launches in ({named})" if named else ""
+            lines.append(
+                f"Spot shortage in pool {pool}: Karpenter's launches failing for capacity since "
+                f"{format_time(datetime.fromtimestamp(state.started, UTC))}{where}; a spot "
+                f"launch is expected to wait {format_duration(wait)} more (the lanes count it)"
+            )
+            continue
+        others = ", ".join(sorted(state.pool_zones - zones.keys()))
         lines.append(
-            f"Spot shortage in pool {pool}: Karpenter's launches failing for capacity since "
-            f"{format_time(datetime.fromtimestamp(state.started, UTC))}; a spot launch is "
-            f"expected to wait {format_duration(wait)} more (the lanes count it)"
+            f"Spot shortage in pool {pool} in zone(s) {named} only: Karpenter launches spot in "
+            f"{others or 'its other zones'}, so no wait is counted"
         )
     return lines
 

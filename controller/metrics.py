@@ -182,8 +182,8 @@ class Metrics:
         self.spot_shortage_expected_wait_seconds = Gauge(
             f"{PREFIX}_spot_shortage_expected_wait_seconds",
             "How much longer a spot launch in the pool is expected to wait for the capacity "
-            "shortage Karpenter's InsufficientCapacityErrors show it in; 0 when none is known "
-            "(seconds).",
+            "shortage Karpenter's InsufficientCapacityErrors show it in (every zone of the pool "
+            "short); 0 when none is known (seconds).",
             ["pool"],
             registry=r,
         )

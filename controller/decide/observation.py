@@ -52,7 +52,8 @@ class Observation:
     (the simulator's bound on cost; the controller uses all of them)."""
     spot_shortages: Mapping[str, float] = field(default_factory=dict)
     """Per pool, how much longer a spot launch is expected to wait for a shortage the pool
-    is known to be in (`controller.risk.shortage`); none listed, none known."""
+    is known to be in, every zone of it short (`controller.risk.shortage`); none listed, none
+    known."""
     lanes: bool = True
     """Whether pending deadline workloads get per-workload lanes (`controller.decide.lanes`);
     the replay's `policy-no-lanes` ablation turns them off."""

@@ -287,14 +287,16 @@ def observation(
             spot_shortages
             if spot_shortages is not None
             else expected_waits(
-                shortages_seen(observed, _pool_names(policy_set), Shortages(), now=now), now
+                shortages_seen(observed, _pool_zones(policy_set), Shortages(), now=now), now
             )
         ),
     )
 
 
-def _pool_names(policy_set: PolicySet) -> frozenset[str]:
-    return frozenset(p.name for p in policy_set.policy.spec.pools)
+def _pool_zones(policy_set: PolicySet) -> dict[str, tuple[str, ...]]:
+    """Each pool's zones: where its shortages are kept, and all of which must be short for a
+    pool to be."""
+    return {p.name: p.zones for p in policy_set.policy.spec.pools}
 
 
 def served_split(
@@ -546,10 +548,10 @@ class Reconciler:
         self, observed: Observed, policy_set: PolicySet, now: float
     ) -> dict[str, float]:
         """Fold what the snapshot shows of Karpenter's capacity errors and spot launches into
-        the shortages kept, log each pool's shortage as it starts and ends, and return the
-        expected extra spot wait of each pool in one."""
+        the shortages kept, log each pool's shortage (every zone of it short) as it starts and
+        ends, and return the expected extra spot wait of each pool in one."""
         before = self._shortage_waits
-        self.shortages = shortages_seen(observed, _pool_names(policy_set), self.shortages, now=now)
+        self.shortages = shortages_seen(observed, _pool_zones(policy_set), self.shortages, now=now)
         waits = expected_waits(self.shortages, now)
         for pool in sorted(waits.keys() - before.keys()):
             state = self.shortages.state(pool)
@@ -557,6 +559,7 @@ class Reconciler:
                 "spot_shortage_started",
                 pool=pool,
                 since=state.started,
+                zones=sorted(state.short),
                 expected_wait_seconds=round(waits[pool], 1),
             )
         for pool in sorted(before.keys() - waits.keys()):

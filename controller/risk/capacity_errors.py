@@ -20,6 +20,12 @@ The Event names the NodeClaim but not its pool, so the pool comes from, in this 
    watch never saw, above all after a restart, when the deleted NodeClaims are gone but the
    Events (kept an hour by default) are still there.
 
+The zones a failed launch speaks for are those its NodeClaim could launch in: its
+`topology.kubernetes.io/zone` requirement (`In`), which Karpenter copies from the NodePool
+(ours lists the pool's zones) and narrows to what the pods allow; a NodeClaim known only by
+name, or naming none, speaks for all the pool's zones. A spot launch ends the shortage in the
+zone its NodeClaim's zone label names (else its requirement, when that names one zone).
+
 Only spot NodeClaims count: an on-demand launch failing says nothing of spot's market. An
 Event stands for its last occurrence (a repeat moves it) and, when that is within
 `QUIET_SECONDS` of it, its first: a restart that reads an Event repeated over five minutes
@@ -30,6 +36,7 @@ Pure: objects in, plain values out.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from controller import names
@@ -40,14 +47,25 @@ from controller.timestamps import epoch
 KARPENTER_GROUP = "karpenter.sh"
 
 
-def claim_pools(claims: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
-    """NodeClaim name -> (pool, capacity type), from its NodePool label; only ours."""
-    out: dict[str, tuple[str, str]] = {}
+@dataclass(frozen=True)
+class ClaimSeen:
+    """What a NodeClaim the watch saw says of where it was to launch."""
+
+    pool: str
+    capacity_type: str
+    zones: frozenset[str] = frozenset()
+    """The zones it could launch in; empty: any of the pool's."""
+
+
+def claim_pools(claims: Iterable[Mapping[str, Any]]) -> dict[str, ClaimSeen]:
+    """NodeClaim name -> its pool and capacity type (from its NodePool label) and the zones it
+    could launch in (its zone requirement); only ours."""
+    out: dict[str, ClaimSeen] = {}
     for claim in claims:
         view = node_claim_view(claim)
         name = (claim.get("metadata") or {}).get("name")
         if view is not None and name:
-            out[str(name)] = (view.pool, view.capacity_type)
+            out[str(name)] = ClaimSeen(view.pool, view.capacity_type, view.zones)
     return out
 
 
@@ -101,11 +119,13 @@ def is_capacity_error(event: Mapping[str, Any]) -> bool:
 
 def capacity_errors(
     events: Iterable[Mapping[str, Any]],
-    claims: Mapping[str, tuple[str, str]],
+    claims: Mapping[str, ClaimSeen],
     pools: Collection[str],
 ) -> list[CapacityError]:
-    """The spot capacity errors of `pools` the Events report, each Event once: its first and
-    its last occurrence. `claims` is `claim_pools` of the NodeClaims seen, deleted included."""
+    """The spot capacity errors of `pools` the Events report, each Event once (an Event seen
+    through both APIs has one uid): its first and its last occurrence, with the zones its
+    NodeClaim could launch in. `claims` is `claim_pools` of the NodeClaims seen, deleted
+    included."""
     out: list[CapacityError] = []
     done: set[str] = set()
     for event in events:
@@ -117,23 +137,25 @@ def capacity_errors(
             continue  # the same Event through the other API
         done.add(uid)
         claim = str(regarding(event).get("name") or "")
-        where = claims.get(claim) or pool_from_name(claim, pools)
+        by_name = pool_from_name(claim, pools)
+        where = claims.get(claim) or (ClaimSeen(*by_name) if by_name is not None else None)
         times = event_times(event)
         if where is None or times is None:
             continue
-        pool, capacity_type = where
-        if capacity_type != names.SPOT or pool not in pools:
+        pool = where.pool
+        if where.capacity_type != names.SPOT or pool not in pools:
             continue
         first, last = times
         # The first occurrence too when it is of the same episode as the last: with more than
         # `QUIET_SECONDS` between them, the reports in between are not known to have come.
         for at in sorted({first, last} if last - first <= QUIET_SECONDS else {last}):
-            out.append(CapacityError(pool=pool, at=at, key=f"{uid}@{at}"))
+            out.append(CapacityError(pool=pool, at=at, key=f"{uid}@{at}", zones=where.zones))
     return out
 
 
 def spot_launches(claims: Iterable[Mapping[str, Any]]) -> list[SpotLaunch]:
-    """The spot NodeClaims of our pools that became Ready, deleted ones included."""
+    """The spot NodeClaims of our pools that became Ready, deleted ones included, with the
+    zone each launched in when it shows it."""
     out: list[SpotLaunch] = []
     for claim in claims:
         view = node_claim_view(claim)
@@ -141,11 +163,16 @@ def spot_launches(claims: Iterable[Mapping[str, Any]]) -> list[SpotLaunch]:
             continue
         meta = claim.get("metadata") or {}
         key = str(meta.get("uid") or meta.get("name"))
-        out.append(SpotLaunch(view.pool, requested=view.created, ready=view.ready_at, key=key))
+        out.append(
+            SpotLaunch(
+                view.pool, requested=view.created, ready=view.ready_at, key=key, zone=view.zone
+            )
+        )
     return out
 
 
 __all__ = [
+    "ClaimSeen",
     "capacity_errors",
     "claim_pools",
     "event_times",

@@ -29,6 +29,12 @@ class NodeClaimView:
     created: float
     ready_at: float | None
     deleting: bool
+    zones: frozenset[str] = frozenset()
+    """The zones it may launch in (its `topology.kubernetes.io/zone` requirement); empty: it
+    names none, so any its NodePool allows."""
+    zone: str | None = None
+    """The zone it launched in: its zone label (Karpenter sets it once the cloud has placed the
+    node), else its requirement's when that names one; None: not known."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +62,32 @@ def node_claim_view(obj: Mapping[str, Any]) -> NodeClaimView | None:
     ready = next(
         (c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None
     )
+    zones = requirement_values(obj, names.ZONE_LABEL)
+    label = labels.get(names.ZONE_LABEL)
     return NodeClaimView(
         pool=pool,
         capacity_type=capacity_type,
         created=epoch(meta.get("creationTimestamp")) or 0.0,
         ready_at=epoch(ready.get("lastTransitionTime")) if ready else None,
         deleting=bool(meta.get("deletionTimestamp")),
+        zones=zones,
+        zone=str(label) if label else next(iter(zones)) if len(zones) == 1 else None,
     )
+
+
+def requirement_values(obj: Mapping[str, Any], key: str) -> frozenset[str]:
+    """The values a NodeClaim's `spec.requirements` allow for `key` (those of every `In` entry
+    for it); empty when none restricts it so (no entry, or another operator: then it is not
+    read as a list of values)."""
+    allowed: frozenset[str] | None = None
+    for requirement in (obj.get("spec") or {}).get("requirements") or []:
+        if not isinstance(requirement, Mapping) or requirement.get("key") != key:
+            continue
+        if requirement.get("operator") != "In":
+            continue
+        values = frozenset(str(v) for v in requirement.get("values") or [])
+        allowed = values if allowed is None else allowed & values
+    return allowed or frozenset()
 
 
 def pool_stats(

@@ -29,8 +29,9 @@ when it is created, before Kueue can admit it, as the controller's admission web
 and a pass runs `LANE_PASS_SECONDS` later, as the Workload's creation wakes one, to hold
 on-demand quota for the lanes wanted and move waiting workloads into the room. A pending
 workload's lane is its pod sets' node selector in the Kueue model, which honours it as Kueue
-does. Karpenter's capacity errors (the fake market's shortages) feed the shortage the lanes
-weigh (`controller.risk.shortage`), as the controller reads them from Events. The
+does. Karpenter's capacity errors and spot launches, each with its zones (the fake market's
+shortages, per zone), feed the shortage the lanes weigh (`controller.risk.shortage`), as the
+controller reads them from Events and NodeClaims. The
 `policy-fifo` and `policy-no-lanes` runs are the policy with its deadline order or its lanes
 off.
 
@@ -345,8 +346,12 @@ class Replay:
         """Lanes written in the window (a workload's pod sets made to select a capacity)."""
         self._outlooks: dict[str, SpotOutlook] = {}
         """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
-        self._shortages: dict[str, ShortageState] = {p: ShortageState() for p in self.pools}
-        """Per pool, its spot shortages as Karpenter's errors report them."""
+        self._shortages: dict[str, ShortageState] = {
+            p: ShortageState(zones=frozenset(self.karpenter.zones(p))) for p in self.pools
+        }
+        """Per pool, its spot shortages (per zone) as Karpenter's errors report them."""
+        self._errors_folded: dict[str, float] = {}
+        """Per pool, the latest of its errors folded into `_shortages`."""
         self._demoting = frozenset(
             t.name for t in self.policy_set.policy.spec.tiers if t.demote_lost
         )
@@ -555,12 +560,17 @@ class Replay:
         """Per pool, the shortage wait `controller.risk.shortage` gives from the errors the
         Karpenter model reports (the controller reads the same from Karpenter's Events)."""
         out = {}
-        for pool, (first, until) in self.karpenter.capacity_errors.items():
+        for pool, (first, until, zones) in self.karpenter.capacity_errors.items():
             state = self._shortages[pool]
-            if first <= self.now and (state.last_error is None or state.last_error < first):
-                state = reported(state, first)
-            # Errors every few minutes from the first until the launch that works.
-            self._shortages[pool] = reported(state, min(self.now, until))
+            folded = self._errors_folded.get(pool, -math.inf)
+            # Errors every few minutes from the first until the launch that works, for the
+            # zones the NodeClaims could go to; each folded once, in time order, as the
+            # controller folds Events.
+            for at in sorted({first, min(self.now, until)}):
+                if folded < at <= self.now:
+                    state, folded = reported(state, at, zones), at
+            self._shortages[pool] = state
+            self._errors_folded[pool] = folded
         for pool, state in self._shortages.items():
             out[pool] = expected_wait(state, self.now)
         return out
@@ -918,7 +928,7 @@ class Replay:
             node = self.karpenter.nodes.get(a)
             if node is not None and node.capacity_type == SPOT:
                 self._shortages[node.pool] = launched(
-                    self._shortages[node.pool], self.now, requested=node.launched
+                    self._shortages[node.pool], self.now, requested=node.launched, zone=node.zone
                 )
             self.karpenter.node_ready(a, now=self.now)
             self.dirty = True

@@ -19,13 +19,18 @@ cloud's spot market: a fake, seeded). It follows the NodePools the controller re
   launched and then onto new nodes of the highest-weight NodePool that may take them (a
   workload's pods only on its flavor's capacity type; placeholders on either). A node is Ready
   after the pool's provisioning latency.
-- **The spot market** (a fake cloud, seeded): shortages come and go. Each pool's market
-  alternates between periods with spot capacity and shortages in which every spot launch
-  fails (and is tried again when the shortage ends); shortages last `SHORTAGE_SECONDS` on
-  average (exponentially distributed) and take the share 1 - spotAvailability of the time, so
-  `spotAvailability` means here what the risk model takes it to mean: the share of the time
-  the market delivers the spot quota asked for. A shortage stops launches only: running spot
-  nodes are reclaimed at their own rate.
+- **The spot market** (a fake cloud, seeded): shortages come and go, in each zone of a pool
+  apart. Each zone's market alternates between periods with spot capacity and shortages in
+  which its spot launches fail; a spot node launches in the first of the pool's zones (in
+  name order) that has capacity, and when none has, the launch fails with an
+  `InsufficientCapacityError` for all the pool's zones (the NodeClaim may go to any) and is
+  tried again when the first zone comes back. A pool of `k` zones is short when all are:
+  zones are independent, each short the share (1 - spotAvailability)^(1/k) of the time, for
+  `k` x `SHORTAGE_SECONDS` on average (exponentially distributed), so the pool is short the
+  share 1 - spotAvailability of the time, `SHORTAGE_SECONDS` on average (the first of `k`
+  zones to come back), whatever `k`: `spotAvailability` means here what the risk model takes
+  it to mean, the share of the time the market delivers the spot quota asked for. A shortage
+  stops launches only: running spot nodes are reclaimed at their own rate.
 - **Disruption.** Each spot node is reclaimed at a seeded exponential time of rate
   `spotInterruptionsPerHour`; the workloads on it stop. Only empty nodes are consolidated,
   `consolidateAfter` after they empty. A node costs its capacity type's price per GPU-hour
@@ -47,8 +52,9 @@ from controller.api.types import GpuPool
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
 SHORTAGE_SECONDS = 1800.0
-"""The mean length of a spot shortage: an assumption of the fake market (capacity shortages
-of a GPU type in one zone typically clear within minutes to hours)."""
+"""The mean length of a pool's spot shortage (every zone of it short): an assumption of the
+fake market (capacity shortages of a GPU type in one zone typically clear within minutes to
+hours)."""
 
 Push = Callable[[float, str, int], None]
 """Schedules an event (time, kind, node id) in the replay's clock."""
@@ -70,6 +76,8 @@ class Node:
     capacity_type: str
     gpus: int
     launched: float
+    zone: str = ""
+    """The zone it launched in (spot: the first with capacity; on-demand: the pool's first)."""
     ready: bool = False
     free: int = 0
     jobs: dict[int, int] = field(default_factory=dict)
@@ -147,11 +155,14 @@ class Karpenter:
     ) -> None:
         self.pools = dict(pools)
         self.rng = rng
-        # Each pool's market draws from its own stream, so every run of one seed meets the
-        # same shortages at the same times, whatever it launches.
+        # Each zone's market draws from its own stream, so every run of one seed meets the
+        # same shortages at the same times, whatever it launches; a pool's first zone draws
+        # the stream the pool drew before zones were modelled, so one-zone replays are as
+        # they were.
         self._market = {
-            name: np.random.default_rng([market_seed, 7, i])
+            (name, zone): np.random.default_rng([market_seed, 7, i, *([j] if j else [])])
             for i, name in enumerate(sorted(self.pools))
+            for j, zone in enumerate(self.zones(name))
         }
         self._retries: set[float] = set()
         self.push = push
@@ -163,12 +174,13 @@ class Karpenter:
         self.placed: dict[int, dict[int, int]] = {}
         """Workload key -> {node id: GPUs} for running workloads."""
         self.placeholders_wanted: dict[str, int] = {}
-        self._shortage_until: dict[str, float] = {}
-        self.capacity_errors: dict[str, tuple[float, float]] = {}
-        """Per pool, the first spot launch that failed in the shortage in force and when the
-        shortage ends: Karpenter reports `InsufficientCapacityError`s from the first until a
-        launch succeeds, every few minutes (what the controller observes)."""
-        self._market_checked: dict[str, float] = {}
+        self._shortage_until: dict[tuple[str, str], float] = {}
+        self.capacity_errors: dict[str, tuple[float, float, frozenset[str]]] = {}
+        """Per pool, the first spot launch that failed in the shortage in force, when the
+        shortage ends, and the zones the failed NodeClaims could launch in (all the pool's):
+        Karpenter reports `InsufficientCapacityError`s from the first until a launch
+        succeeds, every few minutes (what the controller observes)."""
+        self._market_checked: dict[tuple[str, str], float] = {}
         self.removed: list[Removal] = []
         """Nodes removed, with when: for cost, read and cleared by the replay."""
         self.interrupted: list[Node] = []
@@ -192,6 +204,10 @@ class Karpenter:
         self._unbindable: dict[tuple[str, str], tuple[int, int]] = {}
         """(pool, capacity type) -> (its version, the narrowest pod found to bind nowhere on
         its Ready nodes at that version): a pod no narrower binds nowhere either."""
+
+    def zones(self, pool: str) -> tuple[str, ...]:
+        """The pool's zones in name order (one unnamed zone for a pool that lists none)."""
+        return tuple(sorted(self.pools[pool].zones)) or ("",)
 
     # ------------------------------------------------------------------ configuration
     def configure(self, nodepools: Sequence[NodePoolSpec]) -> None:
@@ -437,20 +453,29 @@ class Karpenter:
         count = min(count, room)
         if count <= 0:
             return 0
+        zone = self.zones(pool_name)[0]
         if capacity_type == SPOT:
             until = self.shortage_until(pool, now)
             if until > now:
-                # Karpenter's InsufficientCapacityError: it reports one now and again every few
-                # minutes while the pods wait, until a launch succeeds at `until`.
-                first, last_until = self.capacity_errors.get(pool_name, (now, -math.inf))
-                self.capacity_errors[pool_name] = (first if last_until > now else now, until)
+                # Karpenter's InsufficientCapacityError, for every zone the NodeClaim could go
+                # to: it reports one now and again every few minutes while the pods wait, until
+                # a launch succeeds at `until`.
+                first, last_until, _ = self.capacity_errors.get(
+                    pool_name, (now, -math.inf, frozenset())
+                )
+                self.capacity_errors[pool_name] = (
+                    first if last_until > now else now,
+                    until,
+                    frozenset(self.zones(pool_name)),
+                )
                 if until not in self._retries:
                     self._retries.add(until)
                     self.push(until, "retry", 0)
                 return 0
+            zone = next(z for z in self.zones(pool_name) if self._zone_until(pool, z, now) <= now)
         launched = 0
         for _ in range(count):
-            node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now)
+            node = Node(self._next_id, pool_name, capacity_type, per_node, launched=now, zone=zone)
             self._next_id += 1
             self.nodes[node.id] = node
             self._launching.setdefault(key, {})[node.id] = node
@@ -463,35 +488,44 @@ class Karpenter:
         self._retries.discard(at)
 
     def shortage_until(self, pool: GpuPool, now: float) -> float:
-        """When the pool's spot shortage in force at `now` ends (`now` when there is none).
+        """When the pool's spot shortage in force at `now` ends (`now` when there is none): the
+        first of its zones to come back, as a launch may go to any."""
+        return min(self._zone_until(pool, zone, now) for zone in self.zones(pool.name))
 
-        The market's periods are drawn lazily, in time order, from the replay's generator:
-        available periods of mean SHORTAGE_SECONDS x a / (1 - a), shortages of mean
-        SHORTAGE_SECONDS, a being spotAvailability.
+    def _zone_until(self, pool: GpuPool, zone: str, now: float) -> float:
+        """When the zone's spot shortage in force at `now` ends (`now` when there is none).
+
+        The market's periods are drawn lazily, in time order, from the zone's generator:
+        available periods of mean `k` x SHORTAGE_SECONDS x b / (1 - b), shortages of mean
+        `k` x SHORTAGE_SECONDS, where `k` is the pool's zones and 1 - b = (1 - a)^(1/k), a
+        being spotAvailability (the pool short, all its zones at once, 1 - a of the time).
         """
         availability = pool.spot_availability
         if availability >= 1.0:
             return now
         if availability <= 0.0:
             return math.inf
-        rng = self._market[pool.name]
-        until = self._shortage_until.get(pool.name)
-        checked = self._market_checked.get(pool.name)
+        k = len(self.zones(pool.name))
+        if k > 1:
+            availability = 1.0 - (1.0 - availability) ** (1.0 / k)
+        mean = SHORTAGE_SECONDS * k
+        key = (pool.name, zone)
+        rng = self._market[key]
+        until = self._shortage_until.get(key)
+        checked = self._market_checked.get(key)
         if until is None or checked is None:
             # The market starts, at time 0, in its long-run state: short with probability
-            # 1 - a; periods are then drawn in time order, whenever they are first needed.
+            # 1 - b; periods are then drawn in time order, whenever they are first needed.
             short = rng.random() > availability
-            until = rng.exponential(SHORTAGE_SECONDS) if short else 0.0
-            start_next = until + rng.exponential(
-                SHORTAGE_SECONDS * availability / (1 - availability)
-            )
+            until = rng.exponential(mean) if short else 0.0
+            start_next = until + rng.exponential(mean * availability / (1 - availability))
             checked = start_next
         # `checked` is when the next shortage starts; walk forward to `now`.
         while checked <= now:
-            until = checked + rng.exponential(SHORTAGE_SECONDS)
-            checked = until + rng.exponential(SHORTAGE_SECONDS * availability / (1 - availability))
-        self._shortage_until[pool.name] = until
-        self._market_checked[pool.name] = checked
+            until = checked + rng.exponential(mean)
+            checked = until + rng.exponential(mean * availability / (1 - availability))
+        self._shortage_until[key] = until
+        self._market_checked[key] = checked
         return until if until > now else now
 
     # ------------------------------------------------------------------ node events

@@ -9,7 +9,8 @@ one whose launch failed (the cache keeps its last state). Events are a stand-in 
 resource on the CRD-only server (testenv/standins), declaring `reason` and
 `regarding.kind` selectable as the real Event API serves them; no Karpenter runs, so the test
 writes what it would: the NodeClaim, the Event (as events.k8s.io/v1 shows the core v1 Event
-Karpenter writes), the deletion, and later a Ready NodeClaim.
+Karpenter writes), the deletion, and later a Ready NodeClaim labelled with the zone it launched
+in. The example's a100 pool has one zone, so that zone short is the pool short.
 
 Why a lane only in the shortage, by hand (controller.decide.lanes; llm-pretrain's spot figures
 from the policy's priors over its two pools: the slower launch, the h100's 600 s, and an
@@ -67,6 +68,8 @@ WORKLOAD = "short-0"
 FAILED_CLAIM = "a100-spot-x7k2p"
 READY_CLAIM = "a100-spot-r2d2q"
 GAUGE = "quartermaster_spot_shortage_expected_wait_seconds"
+ZONE = "us-east-1a"
+"""The example policy's a100 pool's one zone: short, the pool is."""
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -77,16 +80,22 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) 
         time.sleep(0.05)
 
 
-def spot_claim(name: str) -> dict[str, Any]:
-    """A spot NodeClaim of the a100 pool, as Karpenter creates it."""
+def spot_claim(name: str, *, launched_in: str | None = None) -> dict[str, Any]:
+    """A spot NodeClaim of the a100 pool, as Karpenter creates it: its requirements copied
+    from the NodePool, the pool's zone among them; `launched_in`, the zone label Karpenter
+    puts on it once the cloud has placed the node."""
+    labels = {names.NODEPOOL_LABEL: "a100-spot"}
+    if launched_in is not None:
+        labels[names.ZONE_LABEL] = launched_in
     return {
         "apiVersion": kinds.NODE_CLAIM.api_version,
         "kind": kinds.NODE_CLAIM.kind,
-        "metadata": {"name": name, "labels": {names.NODEPOOL_LABEL: "a100-spot"}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
             "requirements": [
-                {"key": names.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["spot"]}
+                {"key": names.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["spot"]},
+                {"key": names.ZONE_LABEL, "operator": "In", "values": [ZONE]},
             ],
         },
     }
@@ -221,13 +230,14 @@ def test_a_capacity_error_on_a_spot_node_claim_puts_its_pool_in_a_shortage_until
     assert lane is not None and "shortage 900s" in lane.reason
     assert (round(lane.needed_on_spot), round(lane.needed_on_demand)) == (364031, 322331)
     assert choose_lane(waiting, replace(outlook, shortage_seconds=0.0)) is None
+    assert set(world.reconciler.shortages.state("a100").short) == {ZONE}
     # explain rebuilds the shortage from the cluster, as a restarted controller would.
-    assert "Spot shortage in pool a100: Karpenter's launches failing for capacity since" in (
-        explain(world, control_plane)
-    )
+    shown = explain(world, control_plane)
+    assert "Spot shortage in pool a100: Karpenter's launches failing for capacity since" in shown
+    assert f"in every zone it launches in ({ZONE})" in shown
 
     # A spot node of the pool, asked for after the shortage began, becomes Ready: it is over.
-    ready = kube.create(kinds.NODE_CLAIM, spot_claim(READY_CLAIM))
+    ready = kube.create(kinds.NODE_CLAIM, spot_claim(READY_CLAIM, launched_in=ZONE))
     created = ready["metadata"]["creationTimestamp"]
     kube.apply(
         kinds.NODE_CLAIM,
@@ -261,6 +271,7 @@ def test_a_capacity_error_on_a_spot_node_claim_puts_its_pool_in_a_shortage_until
     assert shortages(result) == {}
     assert world.gauge() == 0.0
     assert world.reconciler.shortages.state("a100").started is None
+    assert not world.reconciler.shortages.state("a100").short
     assert result.capacity is not None
     assert result.capacity.spot_outlooks[PROJECT].shortage_seconds == 0.0
     assert "Spot shortage" not in explain(world, control_plane)

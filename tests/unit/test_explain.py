@@ -488,6 +488,33 @@ def test_a_pool_of_the_project_in_a_spot_shortage_is_shown_since_when_and_for_ho
     assert "Spot shortage" not in quiet
 
 
+@pytest.mark.parametrize(
+    ("errors", "want"),
+    [
+        pytest.param(
+            [CapacityError("a100", FIXED_SHORTAGE_START, "e1")],
+            "Spot shortage in pool a100: Karpenter's launches failing for capacity since "
+            "2026-11-23T12:00:00Z in every zone it launches in (us-a, us-b); a spot launch is "
+            "expected to wait 7m more (the lanes count it)",
+            id="every zone short: which, and the first back expected in 900 / 2 s",
+        ),
+        pytest.param(
+            [CapacityError("a100", FIXED_SHORTAGE_START, "e1", frozenset({"us-b"}))],
+            "Spot shortage in pool a100 in zone(s) us-b only: Karpenter launches spot in us-a, "
+            "so no wait is counted",
+            id="one zone of two short: shown, no wait",
+        ),
+    ],
+)
+def test_the_zones_of_a_pool_in_a_spot_shortage_are_shown(
+    errors: list[CapacityError], want: str
+) -> None:
+    now = FIXED_SHORTAGE_START + 120
+    shortages = fold(Shortages(), errors, [], now=now, zones={"a100": ["us-a", "us-b"]})
+    text = format_explanation(PROJECT, None, [], shortages=(shortages, now))
+    assert want in text.splitlines()
+
+
 def with_lost(count: int, listed: list[Doc]) -> Doc:
     project = copy.deepcopy(PROJECT)
     project["status"]["lostWorkloads"] = count

@@ -1,4 +1,4 @@
-"""Karpenter's capacity errors read from Events in both APIs, and folded into per-pool
+"""Karpenter's capacity errors read from Events in both APIs, and folded into per-pool, per-zone
 shortages, hand-computed.
 
 The prior: a shortage lasts 900 s, worth two episodes; one episode of length L learned with the
@@ -88,8 +88,22 @@ def node_claim(
     created: str = T0,
     ready: str | None = None,
     uid: str | None = None,
+    zones: list[str] | None = None,
+    zone_label: str | None = None,
 ) -> dict[str, Any]:
+    """A NodeClaim; `zones` its zone requirement (In), `zone_label` the zone Karpenter labels it
+    with once launched."""
     conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready}] if ready else []
+    labels = {"karpenter.sh/nodepool": nodepool}
+    if zone_label:
+        labels["topology.kubernetes.io/zone"] = zone_label
+    requirements: list[dict[str, Any]] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+    ]
+    if zones is not None:
+        requirements.append(
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones}
+        )
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
@@ -97,8 +111,9 @@ def node_claim(
             "name": name,
             "uid": uid or name,
             "creationTimestamp": created,
-            "labels": {"karpenter.sh/nodepool": nodepool},
+            "labels": labels,
         },
+        "spec": {"requirements": requirements},
         "status": {"conditions": conditions},
     }
 
@@ -167,6 +182,8 @@ def test_an_events_first_and_last_occurrence(event: dict[str, Any], want: Any) -
 SEEN = claim_pools(
     [
         node_claim("a100-spot-seen1", "a100-spot"),
+        node_claim("a100-spot-zoned", "a100-spot", zones=["us-a", "us-b"]),
+        node_claim("a100-spot-in-b", "a100-spot", zones=["us-b"]),
         node_claim("odd-name", "h100-spot"),
         node_claim("a100-od-1", "a100-on-demand"),
         node_claim("foreign-1", "someone-elses-pool"),
@@ -243,6 +260,48 @@ def test_capacity_errors_of_spot_node_claims(
     assert len({e.key for e in errors}) == len(errors)
 
 
+@pytest.mark.parametrize(
+    ("events", "want"),
+    [
+        pytest.param(
+            [core_event("a100-spot-zoned")],
+            [(0.0, {"us-a", "us-b"})],
+            id="the zones the NodeClaim's requirement allows",
+        ),
+        pytest.param(
+            [core_event("a100-spot-in-b")], [(0.0, {"us-b"})], id="a NodeClaim held to one zone"
+        ),
+        pytest.param(
+            [core_event("a100-spot-seen1")],
+            [(0.0, set())],
+            id="a NodeClaim naming no zone: any of the pool's (none named)",
+        ),
+        pytest.param(
+            [core_event("a100-spot-gone9")],
+            [(0.0, set())],
+            id="a NodeClaim known only by its name: any of the pool's",
+        ),
+        pytest.param(
+            [
+                core_event("a100-spot-zoned", first=T0, last="2026-11-23T12:03:00Z", count=2),
+                events_v1(
+                    "a100-spot-zoned",
+                    deprecatedFirstTimestamp=T0,
+                    deprecatedLastTimestamp="2026-11-23T12:03:00Z",
+                ),
+            ],
+            [(0.0, {"us-a", "us-b"}), (180.0, {"us-a", "us-b"})],
+            id="one Event in both APIs counts once, with its NodeClaim's zones",
+        ),
+    ],
+)
+def test_the_zones_a_capacity_error_speaks_for(
+    events: list[dict[str, Any]], want: list[tuple[float, set[str]]]
+) -> None:
+    errors = capacity_errors(events, SEEN, POOLS)
+    assert [(e.at - T0_EPOCH, set(e.zones)) for e in errors] == want
+
+
 def test_spot_launches_are_the_ready_spot_node_claims() -> None:
     launches = spot_launches(
         [
@@ -253,6 +312,24 @@ def test_spot_launches_are_the_ready_spot_node_claims() -> None:
         ]
     )
     assert launches == [SpotLaunch("a100", requested=T0_EPOCH, ready=T0_EPOCH + 300, key="a")]
+
+
+@pytest.mark.parametrize(
+    ("zones", "label", "want"),
+    [
+        pytest.param(["us-a", "us-b"], "us-b", "us-b", id="its zone label"),
+        pytest.param(["us-b"], None, "us-b", id="no label: its requirement naming one zone"),
+        pytest.param(["us-a", "us-b"], None, None, id="no label, two zones allowed: not known"),
+        pytest.param(None, None, None, id="no label, no zone requirement: not known"),
+    ],
+)
+def test_the_zone_a_spot_launch_ends_a_shortage_in(
+    zones: list[str] | None, label: str | None, want: str | None
+) -> None:
+    claim = node_claim(
+        "a", "a100-spot", ready="2026-11-23T12:05:00Z", zones=zones, zone_label=label
+    )
+    assert [launch.zone for launch in spot_launches([claim])] == [want]
 
 
 # ---------------------------------------------------------------------------------- folding
@@ -359,6 +436,64 @@ def test_fold(
     assert (state.started, state.last_error) == (started, last_error)
     assert state.mean_seconds == pytest.approx(mean)
     assert expected_waits(shortages, now) == pytest.approx(waits)
+
+
+ZONES = {"a100": ["us-a", "us-b"]}
+
+
+@pytest.mark.parametrize(
+    ("errors", "launches", "short", "waits"),
+    [
+        pytest.param(
+            [CapacityError("a100", 100, "e1", frozenset({"us-a"}))],
+            [],
+            {"us-a"},
+            {},
+            id="one zone of two short: the pool is not, no wait",
+        ),
+        pytest.param(
+            [
+                CapacityError("a100", 100, "e1", frozenset({"us-a"})),
+                CapacityError("a100", 120, "e2", frozenset({"us-b"})),
+            ],
+            [],
+            {"us-a", "us-b"},
+            {"a100": 450.0},
+            id="both short: until the first comes back, 900 / 2",
+        ),
+        pytest.param(
+            [err(100)],
+            [],
+            {"us-a", "us-b"},
+            {"a100": 450.0},
+            id="an error whose NodeClaim names no zone marks all the pool's",
+        ),
+        pytest.param(
+            [err(100)],
+            [SpotLaunch("a100", requested=400, ready=700, key="n1", zone="us-b")],
+            {"us-a"},
+            {},
+            id="a launch in zone b ends b's shortage only",
+        ),
+    ],
+)
+def test_fold_per_zone(
+    errors: list[CapacityError],
+    launches: list[SpotLaunch],
+    short: set[str],
+    waits: dict[str, float],
+) -> None:
+    shortages = fold(Shortages(), errors, launches, now=700, zones=ZONES)
+    assert set(shortages.state("a100").short) == short
+    assert expected_waits(shortages, 700) == pytest.approx(waits)
+
+
+def test_a_pools_zones_follow_the_policy() -> None:
+    """A zone added to the pool is not short: the pool no longer is."""
+    shortages = fold(Shortages(), [err(100)], [], now=200, zones=ZONES)
+    assert expected_waits(shortages, 200) == {"a100": 450.0}
+    grown = fold(shortages, [], [], now=210, zones={"a100": ["us-a", "us-b", "us-c"]})
+    assert expected_waits(grown, 210) == {}
 
 
 def test_a_launch_seen_again_after_a_new_shortage_does_not_end_it() -> None:
