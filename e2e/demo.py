@@ -636,11 +636,14 @@ class Demo:
         self.clock.record("first sync (controller start to leading and synced)", took)
         first = state.results_since(0)[0]
         unserved = ", ".join(first.unserved) or "none"
+        learned = controller.reconciler.learned
+        kept = learned.state.value if learned is not None else "memory"
         self.clock.say(
             f"controller running (leader election on, identity {options.identity}): led and "
             f"synced in {took:.1f} s; first pass created {first.created} objects and wrote "
             f"{first.status_writes} statuses in {first.seconds:.2f} s "
-            f"(not served by this API server, skipped: {unserved})"
+            f"(not served by this API server, skipped: {unserved}; what it learns is kept in: "
+            f"{kept}{', as this server serves no ConfigMaps' if kept == 'memory' else ''})"
         )
 
     def show_plan(self, plane: ControlPlane) -> None:

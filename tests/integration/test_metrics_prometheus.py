@@ -331,6 +331,8 @@ def test_the_values_prometheus_holds_are_what_the_controller_did(running: Runnin
 
 
 UNITS = (
+    ("_squared_error_total", "(ratio^2)"),
+    ("_bytes", "(bytes)"),
     ("_seconds", "seconds"),
     ("_gpus", "(GPUs)"),
     ("_ratio", "(ratio 0..1)"),
