@@ -9,10 +9,10 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim bench-sweep bench-levers soak clean
+.PHONY: help setup controlplane demo cluster test lint typecheck unit crds crds-refresh reference docs golden bench bench-scale bench-sim bench-calibration bench-sweep bench-levers soak clean
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -107,7 +107,6 @@ bench-scale: controlplane ## 1,000 projects, 10,000 Workloads, 10 changes/s for 
 bench-sim: setup ## trace replays: Philly busiest 14 days, all Philly, all Alibaba (long)
 	$(PY) bench/bench_sim.py
 
-.PHONY: bench-calibration
 bench-calibration: setup ## the deadline risk's calibration, raw and recalibrated, on the bench-sim replays under both deadline rules (policy only)
 	$(PY) bench/bench_calibration.py $(CASES)
 
