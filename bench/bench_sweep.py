@@ -14,7 +14,7 @@ local Ray, with each one's wall time and peak memory; then Ray's overhead per ce
    sweep, is printed apart): (Ray's wall time - the local one's) / cells, against the goal of
    under 1 s.
 
-The full grid takes about an hour per executor on 2 cores; `--quick` runs the same shape on
+The full grid takes 20 to 25 minutes per executor on 2 cores; `--quick` runs the same shape on
 small slices (half a day of Philly twice, a day of Alibaba; seeds 0-2) in a minute or two.
 Results go to sim-out/sweep-bench/. Reported, not asserted: the exit status is 0 whatever the
 figures say. Linux only (memory is read from /proc).
