@@ -25,6 +25,8 @@ from controller.api.cron import (
 )
 
 BERLIN = ZoneInfo("Europe/Berlin")
+FIXED_NAIVE_INSTANT = datetime(2026, 1, 1)
+"""A fixed instant without a zone, the input the schedule functions must refuse (not now)."""
 NEW_YORK = ZoneInfo("America/New_York")
 ZULU = ZoneInfo("UTC")
 
@@ -589,7 +591,7 @@ def test_naive_datetimes_are_rejected(
 ) -> None:
     message = f"{name} must be a timezone-aware datetime, got naive 2026-01-01T00:00:00"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        function(parse_cron("* * * * *"), datetime(2026, 1, 1), BERLIN)
+        function(parse_cron("* * * * *"), FIXED_NAIVE_INSTANT, BERLIN)
 
 
 @pytest.mark.parametrize(
