@@ -10,14 +10,16 @@ an expected duration (the model falls back to its prior). Each project also has 
 workloads on a spot or on-demand flavor, so costs are computed.
 
 A warm-up pass 10 minutes earlier opens the evaluation windows, so the measured pass (given the
-warm-up's pool states) raises and runs the bisection for the at-risk projects: the pass the
+warm-up's pool states, and its quotas as the applied ClusterQueues a live controller reads
+back) raises and runs the bisection for the at-risk projects: the pass the
 controller makes once risk has held for the window. Prints wall and CPU time
 (time.process_time) of the pass (best and median of several runs), the risk-oracle calls it
 makes (counted by wrapping `RiskModel.oracle` here, in the benchmark process), the decisions,
 and peak memory: Python allocations during one pass (tracemalloc, which sees NumPy's arrays) and
 the process's maximum RSS. When the goal is missed it prints where the time goes (cProfile).
 It times the pass again with runtimes learned from 100,000 finished workloads
-(`RuntimeLearner`, 100 a project) and the controller's judging of the deadlines after it
+(`RuntimeLearner`, 100 a project), sampled by the risk model (`learnRuntimes` turned on for
+it: the default policy has it off), and the controller's judging of the deadlines after it
 (`OutcomeLearning.judge`), which together must meet the same goal.
 The pass runs with the cyclic collector paused (`controller/collector.py`); its CPU here
 includes the collection it leaves for after it (`gc.collect(1)`, timed right after).
@@ -43,7 +45,7 @@ from typing import Any
 from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
-from controller.capacity import spot_allowed
+from controller.capacity import FlavorQuota, spot_allowed
 from controller.decide.mix import PoolState
 from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity, plan_holds
@@ -115,8 +117,12 @@ def one_pass(
     world: list[WorkloadView],
     states: Mapping[str, PoolState],
     now: float,
+    *,
     runtimes: RuntimeLearner | None = None,
+    applied: Mapping[tuple[str, str], FlavorQuota] | None = None,
 ) -> CapacityPlan:
+    """One pass; `applied` is the split the live ClusterQueues hold (what the controller reads
+    back from them), None for a pass that finds none."""
     return plan_capacity(
         Observation(
             policy_set,
@@ -126,6 +132,7 @@ def one_pass(
             history=History(available=True),
             now=now,
             runtimes=runtimes,
+            applied=applied,
         )
     )
 
@@ -214,12 +221,23 @@ def profile(run: Callable[[], Any]) -> None:
 
 
 def learned_pass(
-    policy_set: PolicySet, world: list[WorkloadView], states: Mapping[str, PoolState]
+    policy_set: PolicySet,
+    world: list[WorkloadView],
+    states: Mapping[str, PoolState],
+    applied: Mapping[tuple[str, str], FlavorQuota],
 ) -> float:
-    """The pass again with a learner of 100,000 finished workloads, and the controller's judging
-    of its deadlines after it (`OutcomeLearning.judge`); the median CPU of the two together."""
+    """The pass again with a learner of 100,000 finished workloads that the risk model samples
+    (`learnRuntimes` on), and the controller's judging of its deadlines after it
+    (`OutcomeLearning.judge`); the median CPU of the two together."""
     learner = learned(policy_set)
-    _, cpu, _, plan = time_passes(policy_set, world, states, learner)
+    spec = policy_set.policy.spec
+    learning = replace(
+        policy_set,
+        policy=replace(
+            policy_set.policy, spec=replace(spec, risk=replace(spec.risk, learn_runtimes=True))
+        ),
+    )
+    _, cpu, _, plan = time_passes(learning, world, states, learner, applied)
     report("with learned runtimes (CPU)", cpu)
     outcomes = OutcomeLearning()
     judge_cpu = []
@@ -240,6 +258,7 @@ def time_passes(
     world: list[WorkloadView],
     states: Mapping[str, PoolState],
     runtimes: RuntimeLearner | None = None,
+    applied: Mapping[tuple[str, str], FlavorQuota] | None = None,
 ) -> tuple[list[float], list[float], list[float], CapacityPlan]:
     """Wall and CPU seconds of `RUNS` passes, and of the collection each leaves after it."""
     wall: list[float] = []
@@ -248,7 +267,7 @@ def time_passes(
     plan = None
     for _ in range(RUNS):
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        plan = one_pass(policy_set, world, states, FIXED_NOW, runtimes)
+        plan = one_pass(policy_set, world, states, FIXED_NOW, runtimes=runtimes, applied=applied)
         cpu.append(time.process_time() - start_cpu)
         wall.append(time.perf_counter() - start_wall)
         # The pass pauses the cyclic collector (controller/collector.py). The first allocation
@@ -278,8 +297,9 @@ def main() -> None:
     )
 
     warm_up = one_pass(policy_set, world, {}, FIXED_NOW - 600)  # opens the evaluation windows
-    states = warm_up.states
-    wall, cpu, deferred, plan = time_passes(policy_set, world, states)
+    # What the controller reads back from the ClusterQueues the warm-up applied.
+    states, applied = warm_up.states, warm_up.rendered.quotas
+    wall, cpu, deferred, plan = time_passes(policy_set, world, states, applied=applied)
     report("plan_capacity (wall)", wall)
     report("plan_capacity (CPU)", cpu)
     print(
@@ -288,7 +308,7 @@ def main() -> None:
     )
 
     calls, distinct, counted = count_oracle_calls(
-        lambda: one_pass(policy_set, world, states, FIXED_NOW)
+        lambda: one_pass(policy_set, world, states, FIXED_NOW, applied=applied)
     )
     assert counted.decisions == plan.decisions, "counting must not change the decision"
     threshold = policy_set.policy.spec.risk.raise_threshold
@@ -305,14 +325,14 @@ def main() -> None:
     print(f"  projects held on-demand      {held}; deadlines still above threshold {after}")
 
     tracemalloc.start()
-    one_pass(policy_set, world, states, FIXED_NOW)
+    one_pass(policy_set, world, states, FIXED_NOW, applied=applied)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"  peak Python allocations      {peak / 2**20:.1f} MiB (one pass)")
     print(f"  process max RSS              {max_rss_kib / 1024:.1f} MiB")
     # The pass after the raise holds (a new window starts); the one after that sees nothing new.
-    settled = one_pass(policy_set, world, plan.states, FIXED_NOW + 10)
+    settled = one_pass(policy_set, world, plan.states, FIXED_NOW + 10, applied=plan.rendered.quotas)
     unchanged = unchanged_pass(settled)
     churn = churn_pass(settled)
     print(
@@ -323,7 +343,7 @@ def main() -> None:
         f"  {'nothing changed':<28} best {min(unchanged) * 1000:7.3f} ms  "
         f"median {statistics.median(unchanged) * 1000:7.3f} ms  (the plan stands: plan_holds)"
     )
-    learned_seconds = learned_pass(policy_set, world, states)
+    learned_seconds = learned_pass(policy_set, world, states, applied)
     met = statistics.median(cpu) < GOAL_CPU_SECONDS
     print(
         f"goal median CPU < {GOAL_CPU_SECONDS:g} s with learned runtimes and judging: "
@@ -340,7 +360,7 @@ def main() -> None:
         f"{'met' if quiet_met else 'NOT met'}"
     )
     if not met:
-        profile(lambda: one_pass(policy_set, world, states, FIXED_NOW))
+        profile(lambda: one_pass(policy_set, world, states, FIXED_NOW, applied=applied))
 
 
 def churn_pass(plan: CapacityPlan, changed: int = 10) -> list[float]:

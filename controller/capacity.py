@@ -68,7 +68,21 @@ def spot_allowed(policy_set: PolicySet, project: TrainingProject) -> bool:
     return project.spec.allow_spot and (tier is None or tier.allow_spot)
 
 
+_LAST_DEMANDS: list[tuple[PolicySet, dict[str, PoolDemand]]] = []
+"""The last policy set's demands, by identity: a pass asks for them several times (a policy
+set is immutable, and the next pass usually hands the same one)."""
+
+
 def pool_demands(policy_set: PolicySet) -> dict[str, PoolDemand]:
+    last = _LAST_DEMANDS[-1] if _LAST_DEMANDS else None
+    if last is not None and last[0] is policy_set:
+        return dict(last[1])
+    found = _pool_demands(policy_set)
+    _LAST_DEMANDS[:] = [(policy_set, found)]
+    return dict(found)
+
+
+def _pool_demands(policy_set: PolicySet) -> dict[str, PoolDemand]:
     total: dict[str, int] = {p.name: 0 for p in policy_set.policy.spec.pools}
     fixed: dict[str, int] = dict.fromkeys(total, 0)
     for tier in policy_set.policy.spec.tiers:

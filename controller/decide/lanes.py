@@ -23,8 +23,9 @@ Kueue admitted it on. Pure: plain values in, lanes out.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 from controller import names
@@ -81,8 +82,14 @@ def runtime_quantile(mean: float, sigma: float, confidence: float) -> float:
     """The `confidence` quantile of a log-normal runtime of mean `mean` and shape `sigma`."""
     if mean <= 0 or sigma <= 0:
         return max(mean, 0.0)
-    z = NormalDist().inv_cdf(min(max(confidence, MIN_CONFIDENCE), MAX_CONFIDENCE))
+    z = _normal_quantile(min(max(confidence, MIN_CONFIDENCE), MAX_CONFIDENCE))
     return mean * math.exp(z * sigma - sigma * sigma / 2)
+
+
+@lru_cache(maxsize=256)
+def _normal_quantile(confidence: float) -> float:
+    """A policy has a handful of target confidences; a pass asks for each thousands of times."""
+    return NormalDist().inv_cdf(confidence)
 
 
 def poisson_quantile(mean: float, confidence: float) -> int:
@@ -140,6 +147,40 @@ def choose_lane(workload: LaneInput, outlook: SpotOutlook) -> Lane | None:
     return Lane(names.ON_DEMAND, reason, on_spot, on_demand)
 
 
+def lane_candidates(
+    workloads: Iterable[LaneInput], outlooks: Mapping[str, SpotOutlook]
+) -> list[tuple[LaneInput, Lane]]:
+    """The workloads `choose_lane` would put on on-demand, in the order room goes to them:
+    those already in the lane first, then the most urgent. A pass fits them into two rooms
+    (before and after the split it renders), and the lane each wants does not depend on room."""
+    out: list[tuple[LaneInput, Lane]] = []
+    for workload in sorted(workloads, key=lambda w: (w.lane != names.ON_DEMAND, w.time_left)):
+        outlook = outlooks.get(workload.project)
+        if outlook is None:
+            continue
+        lane = choose_lane(workload, outlook)
+        if lane is not None:
+            out.append((workload, lane))
+    return out
+
+
+def fit_lanes(
+    candidates: Sequence[tuple[LaneInput, Lane]], room: Mapping[str, int] | None = None
+) -> dict[tuple[str, str], Lane]:
+    """(namespace, name) -> lane for the `lane_candidates` that fit `room` (see
+    `choose_lanes`), in their order."""
+    out: dict[tuple[str, str], Lane] = {}
+    left = dict(room) if room is not None else None
+    for workload, lane in candidates:
+        if left is not None and workload.lane != names.ON_DEMAND:
+            free = left.get(workload.project, 0)
+            if workload.gpus > free:
+                continue
+            left[workload.project] = free - workload.gpus
+        out[workload.key] = lane
+    return out
+
+
 def choose_lanes(
     workloads: Iterable[LaneInput],
     outlooks: Mapping[str, SpotOutlook],
@@ -152,22 +193,7 @@ def choose_lanes(
     be admitted in at once, the most urgent first. A lane into a full on-demand quota trades a
     spot node that may fail for a wait that surely does: replays showed it making deadlines
     late by the hundred. Without `room`, no quota limits the move."""
-    out: dict[tuple[str, str], Lane] = {}
-    left = dict(room) if room is not None else None
-    for workload in sorted(workloads, key=lambda w: (w.lane != names.ON_DEMAND, w.time_left)):
-        outlook = outlooks.get(workload.project)
-        if outlook is None:
-            continue
-        lane = choose_lane(workload, outlook)
-        if lane is None:
-            continue
-        if left is not None and workload.lane != names.ON_DEMAND:
-            free = left.get(workload.project, 0)
-            if workload.gpus > free:
-                continue
-            left[workload.project] = free - workload.gpus
-        out[workload.key] = lane
-    return out
+    return fit_lanes(lane_candidates(workloads, outlooks), room)
 
 
 def lane_gpus(
@@ -189,6 +215,8 @@ __all__ = [
     "SpotOutlook",
     "choose_lane",
     "choose_lanes",
+    "fit_lanes",
+    "lane_candidates",
     "lane_gpus",
     "needs",
     "poisson_quantile",

@@ -29,7 +29,7 @@ from controller.capacity import (
 )
 from controller.collector import pausing_collector
 from controller.decide.boost import boost_step, deadline_boosts, demoted
-from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lanes
+from controller.decide.lanes import Lane, LaneInput, SpotOutlook, fit_lanes, lane_candidates
 from controller.decide.mix import (
     Decision,
     PoolState,
@@ -244,12 +244,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         pool.name: observation.states.get(pool.name) or initial_state(policy_set, pool.name)
         for pool in policy.spec.pools
     }
-    # The split in effect: what the live queues say, and for queues not rendered yet what the
-    # states describe.
-    applied = {
-        **render_quotas(policy_set, targets={p: state_target(s) for p, s in previous.items()})[1],
-        **(observation.applied or {}),
-    }
+    applied = _applied(observation, previous)
     stats = pool_stats(policy.spec.pools, node_claims, now=now)
     # Effective priority per urgency level: 0 when boosts are off (or the tiers leave no room).
     step = (
@@ -291,7 +286,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         for pool in policy.spec.pools
     )
     demands = pool_demands(policy_set)
-    lane_inputs, held, outlooks = _lanes_and_holds(observation, model, decisions, by_project)
+    candidates, held, outlooks = _lanes_and_holds(observation, model, decisions, by_project)
     shifts = limit_shifts(
         {d.pool: _lane_target(policy_set, d, held[d.pool], demands) for d in decisions},
         {name: demand.total_gpus for name, demand in demands.items()},
@@ -398,7 +393,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
         budget_exceeded=exceeded,
         lost={key: judged.chance for key, judged in lost.items()},
         lost_deadlines=lost,
-        lanes=_final_lanes(policy_set, lane_inputs, outlooks, rendered.quotas, by_project),
+        lanes=_final_lanes(policy_set, candidates, rendered.quotas, by_project),
         spot_outlooks=outlooks,
         observation=replace(observation, carried=None),
         carried=Carry(
@@ -406,6 +401,19 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
             rendered=(policy_set, targets, observation.namespace, rendered),
         ),
     )
+
+
+def _applied(
+    observation: Observation, previous: Mapping[str, PoolState]
+) -> dict[tuple[str, str], FlavorQuota]:
+    """The split in effect: what the live queues say, and for queues not rendered yet what the
+    states describe (rendered only when some are missing: most passes read them all)."""
+    policy_set = observation.policy_set
+    live = observation.applied or {}
+    if all((p.name, q.pool) in live for p in policy_set.projects for q in p.spec.quotas):
+        return dict(live)
+    targets = {pool: state_target(state) for pool, state in previous.items()}
+    return {**render_quotas(policy_set, targets=targets)[1], **live}
 
 
 def _boosts(
@@ -433,9 +441,9 @@ def _lanes_and_holds(
     model: RiskModel,
     decisions: Sequence[Decision],
     by_project: Mapping[str, Sequence[WorkloadView]],
-) -> tuple[list[LaneInput], dict[str, dict[str, int]], dict[str, SpotOutlook]]:
-    """The pending deadline workloads the lanes decide on (none when the observation turns
-    lanes off), the on-demand GPUs held per pool and project for the lanes the on-demand room
+) -> tuple[list[tuple[LaneInput, Lane]], dict[str, dict[str, int]], dict[str, SpotOutlook]]:
+    """The pending deadline workloads that want an on-demand lane (none when the observation
+    turns lanes off), the on-demand GPUs held per pool and project for the lanes the on-demand room
     takes (with the project's on-demand work in use), and the spot outlooks they were decided
     from. What is held is rendered this pass, and `_final_lanes` moves workloads into it."""
     policy_set = observation.policy_set
@@ -449,8 +457,9 @@ def _lanes_and_holds(
     quotas = model.snapshot.quotas
     room = on_demand_room(policy_set, quotas, by_project)
     idle = idle_spot(policy_set, quotas, by_project)
-    lanes = choose_lanes(inputs, outlooks, {p: room.get(p, 0) + idle.get(p, 0) for p in room})
-    return inputs, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
+    candidates = lane_candidates(inputs, outlooks)
+    lanes = fit_lanes(candidates, {p: room.get(p, 0) + idle.get(p, 0) for p in room})
+    return candidates, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
 
 
 def _first_pool_quotas(
@@ -483,16 +492,15 @@ def idle_spot(
 
 def _final_lanes(
     policy_set: PolicySet,
-    inputs: Sequence[LaneInput],
-    outlooks: Mapping[str, SpotOutlook],
+    candidates: Sequence[tuple[LaneInput, Lane]],
     quotas: Mapping[tuple[str, str], FlavorQuota],
     by_project: Mapping[str, Sequence[WorkloadView]],
 ) -> dict[tuple[str, str], Lane]:
     """The lanes written this pass: those that fit the on-demand room of the split just
     rendered (Kueue reads the new quotas as soon as they are written, before the lanes)."""
-    if not inputs:
+    if not candidates:
         return {}
-    return choose_lanes(inputs, outlooks, on_demand_room(policy_set, quotas, by_project))
+    return fit_lanes(candidates, on_demand_room(policy_set, quotas, by_project))
 
 
 def on_demand_room(

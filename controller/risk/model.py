@@ -15,8 +15,9 @@ decision search (`oracle`), and the predicted wait of each ClusterQueue.
 
 from __future__ import annotations
 
+import math
 import zoneinfo
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -166,11 +167,24 @@ def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
     return workload.deadline == deadline.name
 
 
+_DeadlineWork = tuple[TrainingProject, WorkloadView, Deadline, float, Job]
+"""A pending workload counting toward an open deadline: its project, the earliest such
+deadline and its cutoff, and its job as the model sees it (counting)."""
+
 _new_job = tuple.__new__
 
 
+_Learned = dict[tuple[str | None, float, float | None], tuple[float, float]]
+"""One project's learned runtimes as a pass asks for them: (queue, prior sigma, prior mean or
+None for a declared runtime) -> (mean, or the factor on the declaration; sigma)."""
+
+
 def _as_jobs(
-    workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
+    workload: WorkloadView,
+    snapshot: Snapshot,
+    project: str,
+    latency: float,
+    learned: _Learned | None = None,
 ) -> tuple[Job, Job]:
     """The workload as the model sees it: not counting toward a deadline, and counting.
 
@@ -185,7 +199,14 @@ def _as_jobs(
     else:
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
     if snapshot.runtimes is not None:
-        total, sigma = _learned(snapshot.runtimes, workload, project, total, sigma)
+        total, sigma = _learned(
+            snapshot.runtimes,
+            workload,
+            project,
+            total,
+            sigma,
+            memo={} if learned is None else learned,
+        )
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
     if workload.pods_waiting and workload.admitted_at is not None:
         waited = max(snapshot.now - workload.admitted_at, 0.0)
@@ -197,18 +218,31 @@ def _as_jobs(
 
 
 def _learned(
-    runtimes: RuntimeLearner, workload: WorkloadView, project: str, total: float, sigma: float
+    runtimes: RuntimeLearner,
+    workload: WorkloadView,
+    project: str,
+    total: float,
+    sigma: float,
+    *,
+    memo: _Learned,
 ) -> tuple[float, float]:
     """(mean, sigma) of the workload's runtime learned from its project's finished work, the
-    declared or prior (`total`, `sigma`) shrunk toward what that work showed."""
+    declared or prior (`total`, `sigma`) shrunk toward what that work showed. `memo` keeps
+    the project's answers for the pass: its workloads ask a handful of distinct questions
+    (a declared runtime scales by the same learned factor whatever it declares)."""
     queue = workload.queue or None
-    if workload.expected_duration is not None:
-        learned = runtimes.declared(project, total, queue=queue, prior_sigma=sigma)
-    else:
-        learned = runtimes.undeclared(
-            project, queue=queue, prior_mean_seconds=total, prior_sigma=sigma
-        )
-    return learned.mean_seconds, learned.sigma
+    declared = workload.expected_duration is not None
+    key = (queue, sigma, None if declared else total)
+    found = memo.get(key)
+    if found is None:
+        if declared:
+            estimate = runtimes.declared(project, 1.0, queue=queue, prior_sigma=sigma)
+        else:
+            estimate = runtimes.undeclared(
+                project, queue=queue, prior_mean_seconds=total, prior_sigma=sigma
+            )
+        found = memo[key] = (estimate.mean_seconds, estimate.sigma)
+    return (total * found[0], found[1]) if declared else found
 
 
 def _ordered(
@@ -366,6 +400,9 @@ class RiskModel:
         self._made_at: dict[tuple[str, str, Capacity], float] = {}
         self._carried: dict[tuple[str, str], Mapping[Capacity, tuple[Estimate, float]]] = {}
         self._carried_waits: dict[str, tuple[Capacity, WaitEstimate, float]] = {}
+        self._deadline_work: list[_DeadlineWork] | None = None
+        """`_pending_deadline_jobs`, made once: the lanes and the lost-work judgement read it
+        from the models before and after a split, and it does not depend on the split."""
         for project in snapshot.policy_set.projects:
             for deadline in project.spec.deadlines:
                 self._cutoffs[(project.name, deadline.name)] = cutoff(deadline, snapshot.now)
@@ -416,8 +453,10 @@ class RiskModel:
             # project's pools, as its capacity has it.
             known = snapshot.policy_set.project(project)
             latency = self._capacity(known).provisioning_latency_seconds if known else 0.0
+            learned: _Learned = {}
             found = self._job_of[project] = {
-                id(w): _as_jobs(w, snapshot, project, latency) for w in self.by_project[project]
+                id(w): _as_jobs(w, snapshot, project, latency, learned)
+                for w in self.by_project[project]
             }
         return found
 
@@ -468,6 +507,7 @@ class RiskModel:
         other._made_at = self._made_at
         other._carried = self._carried
         other._carried_waits = self._carried_waits
+        other._deadline_work = self._deadline_work
         return other
 
     def _estimate(
@@ -678,33 +718,34 @@ class RiskModel:
             out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
         return out
 
-    def _pending_deadline_jobs(
-        self,
-    ) -> Iterator[tuple[TrainingProject, WorkloadView, Deadline, float, Job]]:
+    def _pending_deadline_jobs(self) -> list[_DeadlineWork]:
         """Each pending workload counting toward an open deadline, with the earliest such
         deadline, its cutoff and the workload's job as the model sees it (counting): what the
         lanes and the lost-work judgement both read."""
+        if self._deadline_work is not None:
+            return self._deadline_work
+        out: list[_DeadlineWork] = []
+        cutoffs = self._cutoffs
         for project in self.snapshot.policy_set.projects:
             if not project.spec.deadlines:
                 continue
             open_deadlines = self._open_deadlines(project)
             if not open_deadlines:
                 continue
-            of_view = self._jobs_by_view(project.name)
-            for workload in self.by_project[project.name]:
+            name = project.name
+            of_view = self._jobs_by_view(name)
+            for workload in self.by_project[name]:
                 if not workload.pending:
                     continue
-                counted = [d for d in open_deadlines if _counts(workload, d)]
-                if not counted:
-                    continue
-                first = min(counted, key=lambda d: self._cutoffs[(project.name, d.name)])
-                yield (
-                    project,
-                    workload,
-                    first,
-                    self._cutoffs[(project.name, first.name)],
-                    of_view[id(workload)][1],
-                )
+                first: Deadline | None = None
+                at = math.inf
+                for deadline in open_deadlines:
+                    if _counts(workload, deadline) and cutoffs[(name, deadline.name)] < at:
+                        first, at = deadline, cutoffs[(name, deadline.name)]
+                if first is not None:
+                    out.append((project, workload, first, at, of_view[id(workload)][1]))
+        self._deadline_work = out
+        return out
 
     def lane_workloads(self) -> list[LaneFields]:
         """Each pending workload of a project with open deadlines, for the lanes
