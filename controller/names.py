@@ -49,6 +49,13 @@ BOOST_FIELD_MANAGER = "quartermaster-boost"
 ANNOTATION_LANE = f"{DOMAIN}/lane"
 ANNOTATION_LANE_REASON = f"{DOMAIN}/lane-reason"
 LANE_FIELD_MANAGER = "quartermaster-lane"
+# A workload admitted on spot whose pods wait for a node its deadline cannot wait for is moved
+# to its on-demand lane in two writes: deactivated (`spec.active: false`, so Kueue evicts it
+# and gives its spot quota back) with this annotation naming the lane it goes to, then, once
+# Kueue holds no quota for it, put in that lane and activated again with the annotation
+# removed. A Workload that carries it while inactive is always activated again, whatever the
+# policy says by then: nothing this controller stops stays stopped.
+ANNOTATION_MOVING_TO = f"{DOMAIN}/moving-to"
 # The desired object as last applied, so fields the policy drops are noticed and removed.
 ANNOTATION_LAST_APPLIED = f"{DOMAIN}/last-applied"
 

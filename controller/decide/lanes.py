@@ -76,6 +76,9 @@ class Lane:
     needed_on_spot: float
     """Seconds the workload needs on spot at the deadline's confidence."""
     needed_on_demand: float
+    move: bool = False
+    """The workload is admitted on spot and its pods wait for a node: the lane is carried out
+    by evicting it (Kueue takes back its spot quota) and queueing it again on on-demand."""
 
 
 def runtime_quantile(mean: float, sigma: float, confidence: float) -> float:
