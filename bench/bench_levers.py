@@ -131,7 +131,7 @@ def judge(runs: dict[str, dict[str, Any]], hours: float) -> list[tuple[str, bool
             policy["mix_changes"] <= reactive["mix_changes"],
             f"policy {policy['mix_changes']:,}, reactive {reactive['mix_changes']:,}; lane "
             f"writes {policy.get('lane_writes', 0):,} ({policy.get('lane_writes', 0) / hours:.2f}"
-            " per hour)",
+            f" per hour), of which moves off spot {policy.get('lane_moves', 0):,}",
         )
     )
     return out

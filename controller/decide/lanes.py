@@ -16,8 +16,13 @@ when it no longer does but on-demand would still make it:
 
 A workload that would miss on either is not moved (on-demand would buy nothing); a workload
 whose owner chose a capacity type is never touched; a workload moved to on-demand stays there
-while it waits (a lane changes at most once, so it cannot flap), and an admitted one keeps what
-Kueue admitted it on. Pure: plain values in, lanes out.
+while it waits (a lane changes at most once, so it cannot flap). An admitted one keeps what
+Kueue admitted it on, with one exception: admitted on spot, its pods still waiting for a node
+(a shortage, or a node lost to an interruption), it is judged like a pending one from what it
+has waited, and if spot would now make it late where on-demand would not, the lane *moves* it
+(`Lane.move`): Kueue gives back its spot quota and admits it again on on-demand. That is the
+wait on-demand-only never has, and the one the pool-wide mix cannot reach. Pure: plain values
+in, lanes out.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ class LaneInput:
     lane: str | None = None
     """The lane it is in (our annotation), if any."""
     owner_chose: bool = False
+    waiting_seconds: float | None = None
+    """Set for a workload admitted on spot whose pods wait for a node: how long since its
+    admission. None for a pending one."""
 
 
 @dataclass(frozen=True)
@@ -111,15 +119,21 @@ def poisson_quantile(mean: float, confidence: float) -> int:
 
 def needs(workload: LaneInput, outlook: SpotOutlook) -> tuple[float, float, int]:
     """Seconds it needs on spot and on on-demand at its deadline's confidence, and the
-    interruptions the spot figure survives."""
+    interruptions the spot figure survives.
+
+    A workload admitted on spot and waiting for its node has had part of a launch already,
+    unless its pool is in a shortage: then its node comes after the shortage and a launch."""
     runtime = runtime_quantile(workload.runtime_seconds, workload.sigma, workload.confidence)
     nodes = max(math.ceil(workload.gpus / max(outlook.gpus_per_node, 1)), 1)
     expected = outlook.interruptions_per_node_hour * nodes * runtime / 3600.0
     interruptions = poisson_quantile(expected, workload.confidence)
     lost = min(workload.checkpoint_seconds, runtime) / 2
+    launch = outlook.launch_seconds
+    if workload.waiting_seconds is not None and not outlook.shortage_seconds:
+        launch = max(launch - workload.waiting_seconds, 0.0)
     on_spot = (
         runtime
-        + outlook.launch_seconds
+        + launch
         + outlook.shortage_seconds
         + interruptions * (outlook.launch_seconds + lost)
     )
@@ -137,10 +151,19 @@ def choose_lane(workload: LaneInput, outlook: SpotOutlook) -> Lane | None:
     if workload.owner_chose:
         return None
     on_spot, on_demand, interruptions = needs(workload, outlook)
-    if workload.lane == names.ON_DEMAND:
+    moving = workload.waiting_seconds is not None
+    if workload.lane == names.ON_DEMAND and not moving:
         return Lane(names.ON_DEMAND, "kept while it waits", on_spot, on_demand)
     if on_spot <= workload.time_left or on_demand > workload.time_left:
         return None
+    if moving:
+        reason = (
+            f"{workload.time_left:.0f}s to its deadline: admitted on spot, its pods waited "
+            f"{workload.waiting_seconds:.0f}s for a node; spot needs {on_spot:.0f}s more"
+            + (f" (shortage {outlook.shortage_seconds:.0f}s)" if outlook.shortage_seconds else "")
+            + f", on-demand {on_demand:.0f}s"
+        )
+        return Lane(names.ON_DEMAND, reason, on_spot, on_demand, move=True)
     reason = (
         f"{workload.time_left:.0f}s to its deadline: spot needs {on_spot:.0f}s "
         f"({interruptions} interruption(s), launch {outlook.launch_seconds:.0f}s"

@@ -571,7 +571,7 @@ def _held_for_lanes(
         flavor = names.flavor_name(pool, names.ON_DEMAND)
         lane_gpus = in_use = 0
         for workload in by_project.get(project.name, ()):
-            if workload.pending and (workload.namespace, workload.name) in lanes:
+            if (workload.namespace, workload.name) in lanes:  # pending, or moving off spot
                 lane_gpus += workload.gpus
             elif workload.running and flavor in workload.flavors:
                 in_use += workload.gpus

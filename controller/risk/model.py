@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import NamedTuple
 
+from controller import names
 from controller.api.cron import next_after, parse_cron
 from controller.api.policy_set import PolicySet
 from controller.api.types import Deadline, PoolQuota, TrainingProject
@@ -34,8 +35,10 @@ from controller.risk.urgency import chance_to_finish, urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
-LaneFields = tuple[tuple[str, str], str, int, float, float, float, float, float, str | None, bool]
-"""A pending deadline workload as `RiskModel.lane_workloads` gives it."""
+LaneFields = tuple[
+    tuple[str, str], str, int, float, float, float, float, float, str | None, bool, float | None
+]
+"""A deadline workload as `RiskModel.lane_workloads` gives it."""
 
 
 class LostWorkload(NamedTuple):
@@ -748,12 +751,14 @@ class RiskModel:
         return out
 
     def lane_workloads(self) -> list[LaneFields]:
-        """Each pending workload of a project with open deadlines, for the lanes
-        (`controller.decide.lanes`): (namespace, name), project, GPUs, seconds to the
-        earliest open deadline it counts toward and that deadline's target confidence, its
-        expected remaining runtime with its spread and checkpoint interval, its lane and
-        whether its owner chose a capacity type. Plain tuples: the decision layer builds its
-        own inputs from them, and the risk layer does not import it."""
+        """Each pending workload of a project with open deadlines, and each admitted on spot
+        whose pods wait for a node, for the lanes (`controller.decide.lanes`): (namespace,
+        name), project, GPUs, seconds to the earliest open deadline it counts toward and that
+        deadline's target confidence, its expected remaining runtime with its spread and
+        checkpoint interval, its lane, whether its owner chose a capacity type, and for an
+        admitted one the seconds since its admission (None for a pending one). Plain tuples:
+        the decision layer builds its own inputs from them, and the risk layer does not
+        import it."""
         out: list[LaneFields] = []
         now = self.snapshot.now
         for project, workload, first, cutoff, job in self._pending_deadline_jobs():
@@ -769,8 +774,64 @@ class RiskModel:
                     job.checkpoint_seconds,
                     workload.lane,
                     workload.owner_chose_capacity,
+                    None,
                 )
             )
+        out.extend(self._waiting_on_spot())
+        return out
+
+    def _waiting_on_spot(self) -> list[LaneFields]:
+        """The deadline workloads admitted on a spot flavor whose pods wait for a node (Kueue's
+        PodsReady False), as `lane_workloads` gives them. The runtime is the job's without the
+        rest of the launch the model adds for the wait: the lane weighs the launch itself."""
+        out: list[LaneFields] = []
+        now = self.snapshot.now
+        cutoffs = self._cutoffs
+        for project in self.snapshot.policy_set.projects:
+            if not project.spec.deadlines:
+                continue
+            name = project.name
+            spot = {names.flavor_name(q.pool, names.SPOT) for q in project.spec.quotas}
+            waiting = [
+                w
+                for w in self.by_project[name]
+                if w.pods_waiting
+                and w.running
+                and w.admitted_at is not None
+                and any(f in spot for f in w.flavors)
+            ]
+            if not waiting:
+                continue
+            open_deadlines = self._open_deadlines(project)
+            of_view = self._jobs_by_view(name)
+            latency = self._capacity(project).provisioning_latency_seconds
+            for workload in waiting:
+                first: Deadline | None = None
+                at = math.inf
+                for deadline in open_deadlines:
+                    if _counts(workload, deadline) and cutoffs[(name, deadline.name)] < at:
+                        first, at = deadline, cutoffs[(name, deadline.name)]
+                if first is None:
+                    continue
+                assert workload.admitted_at is not None
+                waited = max(now - workload.admitted_at, 0.0)
+                job = of_view[id(workload)][1]
+                launch_left = latency - waited if waited < latency else latency
+                out.append(
+                    (
+                        (workload.namespace, workload.name),
+                        name,
+                        workload.gpus,
+                        at - now,
+                        first.target_confidence,
+                        max(job.mean_seconds - launch_left, 0.0),
+                        job.sigma,
+                        job.checkpoint_seconds,
+                        workload.lane,
+                        workload.owner_chose_capacity,
+                        waited,
+                    )
+                )
         return out
 
     def lost_workloads(self, lost_below: float) -> dict[tuple[str, str], LostWorkload]:

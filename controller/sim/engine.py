@@ -144,6 +144,27 @@ ABLATIONS: dict[str, RunSpec] = {
 LANE_PASS_SECONDS = 5.0
 """How soon after a workload arrives with a lane the controller's pass acts on it: the pass a
 Workload's creation wakes (a watch event), within seconds, not the next periodic pass."""
+ERROR_INTERVAL_SECONDS = 180.0
+"""How often a spot shortage that keeps pods waiting reports an error: Karpenter retries an
+offering it found unavailable when its cache of them expires, after three minutes."""
+
+
+def _error_times(first: float, last: float, *, after: float) -> list[float]:
+    """The times of a shortage's errors from `first` to `last` (every
+    `ERROR_INTERVAL_SECONDS`, and `last`), those after `after`, in order."""
+    if last < first:
+        return []
+    times = [first] if first > after else []
+    step = ERROR_INTERVAL_SECONDS
+    n = 1 if after < first else math.floor((after - first) / step) + 1
+    while first + n * step < last:
+        times.append(first + n * step)
+        n += 1
+    if last > max(after, first):
+        times.append(last)
+    return times
+
+
 _PARAMETRIC = re.compile(r"^(static|reactive):([0-9]*\.?[0-9]+)$")
 
 
@@ -343,6 +364,10 @@ class Replay:
     def _init_lanes(self) -> None:
         self.lanes = self.spec.kind == "policy" and self.spec.lanes
         self.lane_writes = 0
+        self.moves = 0
+        """Workloads a lane moved off spot while their pods waited for a node."""
+        self._errors_seen: set[tuple[str, float]] = set()
+        """Capacity errors a pass has been woken for: (pool, first error)."""
         """Lanes written in the window (a workload's pod sets made to select a capacity)."""
         self._outlooks: dict[str, SpotOutlook] = {}
         """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
@@ -489,15 +514,16 @@ class Replay:
         if self.spec.kind == "reactive":
             self._react()
             return
-        # Nothing arrived, started or ended since the last pass, and every pool rests at its
-        # floor with no timer running: the pass would hold, so it is skipped.
+        # Nothing arrived, started or ended since the last pass, every pool rests at its floor
+        # with no timer running, and no deadline work waits that a lane could move as its
+        # deadline nears: the pass would hold, so it is skipped.
         resting = all(
             s.raise_since is None
             and not s.assignments
             and s.on_demand_gpus == initial_state(self.policy_set, s.pool).on_demand_gpus
             for s in self.states.values()
         )
-        if resting and self.activity == self._decided_at_activity:
+        if resting and self.activity == self._decided_at_activity and not self._lane_waiting():
             return
         self._decided_at_activity = self.activity
         plan = plan_capacity(self._observe())
@@ -510,10 +536,21 @@ class Replay:
         for (namespace, name), lane in plan.lanes.items():
             index = self.by_name.get((namespace, name))
             if index is not None:
+                if lane.move:
+                    self._move(index)
                 self._set_lane(index, lane.capacity_type)
         for pool, warm in plan.warm_targets.items():
             self.karpenter.set_placeholders(pool, math.ceil(warm / self.pools[pool].gpus_per_node))
         self._record_risks(plan)
+
+    def _lane_waiting(self) -> bool:
+        """Deadline work a lane may yet move: pending, or admitted and waiting for a node."""
+        return self.lanes and any(
+            self.jobs[i].spec.deadline is not None
+            and self.jobs[i].state in {"pending", "admitted"}
+            and self.jobs[i].lane != ON_DEMAND
+            for i in self.active
+        )
 
     def _react(self) -> None:
         """One node's worth more on-demand GPUs while pending work exceeds the threshold's
@@ -565,10 +602,9 @@ class Replay:
             folded = self._errors_folded.get(pool, -math.inf)
             # Errors every few minutes from the first until the launch that works, for the
             # zones the NodeClaims could go to; each folded once, in time order, as the
-            # controller folds Events.
-            for at in sorted({first, min(self.now, until)}):
-                if folded < at <= self.now:
-                    state, folded = reported(state, at, zones), at
+            # controller folds Events (however far apart the passes that read them).
+            for at in _error_times(first, min(self.now, until), after=folded):
+                state, folded = reported(state, at, zones), at
             self._shortages[pool] = state
             self._errors_folded[pool] = folded
         for pool, state in self._shortages.items():
@@ -606,7 +642,10 @@ class Replay:
             # Kueue counts past admissions' execution apart from the current one's, which the
             # view measures from `admitted_at`: the work of this admission must not count twice.
             past = job.progress_at_admission if admitted else job.progress
-            made_from = (job.admitted_at, job.preemptions, job.flavor, past, job.lane)
+            # Admitted and not running: its pods wait for a node, which Kueue reports
+            # (PodsReady False) and the controller reads.
+            waiting = job.state == "admitted"
+            made_from = (job.admitted_at, job.preemptions, job.flavor, past, job.lane, waiting)
             if job.view is None or job.view[0] != made_from:
                 spec = job.spec
                 view = WorkloadView(
@@ -626,6 +665,7 @@ class Replay:
                     past_execution_seconds=past,
                     capacity_type=job.lane,
                     lane=job.lane,
+                    pods_waiting=waiting,
                 )
                 job.view = (made_from, view)
             views.append(job.view[1])
@@ -800,6 +840,26 @@ class Replay:
             self.lane_writes += 1
         self.dirty = True
 
+    def _move(self, index: int) -> None:
+        """The controller's two writes for a lane that moves a workload off spot, whose
+        outcome is the replay's at once: deactivated, Kueue evicts it and gives its quota back
+        (its pods never started, or lost their node), and it queues again, to be put in its
+        lane and activated (`_set_lane`). Its later waits still count as waiting for a node:
+        that is what made it move."""
+        assert self.kueue is not None
+        job = self.jobs[index]
+        if job.state != "admitted":
+            return
+        job.account(self.now)
+        self.kueue.evict(index, now=self.now)
+        self.karpenter.release(index, now=self.now)
+        job.after = job.after or WAITED_FOR_NODE
+        job.state, job.flavor, job.admitted_at = "pending", None, None
+        job.epoch += 1
+        if self.now >= self.scored_from:
+            self.moves += 1
+        self.dirty = True
+
     def _admitted(self, admission: kueue_model.Admission) -> None:
         assert self.kueue is not None
         if self.boost_step:
@@ -896,6 +956,12 @@ class Replay:
             self._admitted(admission)
         for index in self.karpenter.place(now=self.now):
             self._start(index)
+        if self.lanes:
+            for pool, (first, _, _) in self.karpenter.capacity_errors.items():
+                if (pool, first) not in self._errors_seen:
+                    # A launch failed for want of spot: Karpenter's Event wakes a pass.
+                    self._errors_seen.add((pool, first))
+                    self._push(self.now + LANE_PASS_SECONDS, "lane-pass")
         if self.now >= self.scored_from:
             for pool in self.pools:
                 provisioned = self.karpenter.provisioned_in_pool(pool)
@@ -933,8 +999,13 @@ class Replay:
             self.karpenter.node_ready(a, now=self.now)
             self.dirty = True
         elif kind == "interrupt":
-            for index in self.karpenter.interrupt(a, now=self.now):
+            stopped = self.karpenter.interrupt(a, now=self.now)
+            for index in stopped:
                 self._stop(index, reason=INTERRUPTED)
+            if stopped and self.lanes:
+                # The controller sees the pods fail and the NodeClaim go: a pass within
+                # seconds, which may move the interrupted work to on-demand.
+                self._push(self.now + LANE_PASS_SECONDS, "lane-pass")
             self.dirty = True
         elif kind == "idle":
             self.karpenter.idle(a, now=self.now)
@@ -1078,6 +1149,7 @@ class Replay:
             mix_changes=self.mix_changes,
             decisions=self.decisions,
             lane_writes=self.lane_writes,
+            lane_moves=self.moves,
             wall_seconds=wall,
             unfinished=sum(1 for j in scored if j.finish is None),
             risk_log=self._risk_records(),

@@ -166,6 +166,9 @@ class RunResult:
     decisions: int = 0
     lane_writes: int = 0
     """Lanes written in the window: workloads whose pod sets were made to select on-demand."""
+    lane_moves: int = 0
+    """Of those, workloads moved off spot while admitted there with their pods waiting for a
+    node (`Lane.move`)."""
     wall_seconds: float = 0.0
     unfinished: int = 0
     """Jobs still pending or running when the replay ended (counted as missed)."""

@@ -140,6 +140,7 @@ class RunFigures:
     mix_changes: int
     decisions: int
     lane_writes: int
+    lane_moves: int
     lost_gpu_hours: float
     interruptions: int
     preemptions: int
@@ -329,6 +330,7 @@ def run_figures(
         mix_changes=result.mix_changes,
         decisions=result.decisions,
         lane_writes=result.lane_writes,
+        lane_moves=result.lane_moves,
         lost_gpu_hours=sum(o.lost_gpu_seconds for o in result.outcomes) / 3600.0,
         interruptions=sum(o.interruptions for o in result.outcomes),
         preemptions=sum(o.preemptions for o in result.outcomes),
@@ -412,6 +414,7 @@ def run_document(figures: RunFigures) -> dict[str, Any]:
         "mix_changes": figures.mix_changes,
         "decisions": figures.decisions,
         "lane_writes": figures.lane_writes,
+        "lane_moves": figures.lane_moves,
         "lost_gpu_hours": figures.lost_gpu_hours,
         "interruptions": figures.interruptions,
         "preemptions": figures.preemptions,

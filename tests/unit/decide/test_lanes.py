@@ -132,3 +132,52 @@ def test_lanes_go_only_where_on_demand_quota_has_room_the_most_urgent_first() ->
     assert choose_lanes([late, soon], outlooks, room={}) == {}
     # A project without an outlook (it may not run on spot) gets none.
     assert choose_lanes([late], {}, room={"vision": 8}) == {}
+
+
+# A workload admitted on spot whose pods wait for a node: STEADY has nothing to survive, so on
+# spot it needs its runtime and what is left of its node's launch (all of a launch after a
+# shortage, which comes first); on on-demand its runtime and a launch.
+@pytest.mark.parametrize(
+    ("time_left", "waited", "outlook", "moved", "on_spot"),
+    [
+        # 200 s of a 300 s launch waited, no shortage: 100 s more; 5600 s left is enough.
+        (5600, 200.0, STEADY, False, RUNTIME_95 + 100),
+        # Waited longer than a launch: nothing more is expected of it; spot still makes it.
+        (5300, 900.0, STEADY, False, RUNTIME_95),
+        # The pool is in a shortage: 1800 s, then a whole launch, 7364.0 s on spot. With 7000 s
+        # left it misses there and makes it on on-demand (5564.0 s): moved.
+        (7000, 200.0, SHORT, True, RUNTIME_95 + 1800 + 300),
+        # With 7400 s left spot still makes it: it stays.
+        (7400, 200.0, SHORT, False, RUNTIME_95 + 1800 + 300),
+        # With 5500 s left even on-demand misses: moving buys nothing.
+        (5500, 200.0, SHORT, False, RUNTIME_95 + 1800 + 300),
+    ],
+)
+def test_a_workload_waiting_on_spot_for_a_node_moves_when_spot_would_make_it_late(
+    time_left: float, waited: float, outlook: SpotOutlook, moved: bool, on_spot: float
+) -> None:
+    waiting = workload(time_left, waiting_seconds=waited)
+    assert needs(waiting, outlook)[:2] == pytest.approx((on_spot, ON_DEMAND_NEED))
+    chosen = choose_lane(waiting, outlook)
+    assert (chosen is not None) == moved
+    if chosen is not None:
+        assert chosen.move
+        assert chosen.capacity_type == names.ON_DEMAND
+        assert f"its pods waited {waited:.0f}s for a node" in chosen.reason
+        assert "shortage 1800s" in chosen.reason
+
+
+def test_a_move_needs_on_demand_room_and_an_owner_who_chose_nothing() -> None:
+    """Moving off spot takes on-demand quota like any lane: without room it waits on spot
+    (on-demand quota that is full is a surer wait); its owner's choice is never overridden."""
+    waiting = workload(7000, waiting_seconds=200.0)
+    assert choose_lanes([waiting], {"vision": SHORT}, room={"vision": 0}) == {}
+    moved = choose_lanes([waiting], {"vision": SHORT}, room={"vision": 8})
+    assert moved[("team", "train-1")].move
+    assert choose_lane(workload(7000, waiting_seconds=200.0, owner_chose=True), SHORT) is None
+
+
+def test_a_pending_workload_is_never_a_move() -> None:
+    chosen = choose_lane(workload(7000), SHORT)
+    assert chosen is not None
+    assert not chosen.move

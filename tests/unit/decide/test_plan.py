@@ -508,3 +508,59 @@ def test_lost_work_is_reported_in_every_tier_and_demoted_only_where_the_tier_say
     )
     # Undemoted its slack is negative: the most urgent level, no boost at all.
     assert result.boosts.get(key) == (-step * (LEVELS - 1) if want_demoted else None)
+
+
+# -------------------------------------------------------------------------- moves off spot
+
+
+def stranded(flavor: str = "a100-spot", *, pods_waiting: bool = True) -> WorkloadView:
+    """A 6-hour, 8-GPU CVPR workload admitted 10 minutes ago; its pods wait for a node."""
+    view = workload("vision-research", "cvpr-stranded", 8, running_on=flavor, hours=6.0)
+    return replace(
+        view,
+        labels=CVPR,
+        admitted_at=FIXED_NOW - 600,
+        pods_waiting=pods_waiting,
+    )
+
+
+def planned_with(view: WorkloadView, shortage_seconds: float) -> CapacityPlan:
+    return plan_capacity(
+        Observation(
+            EXAMPLE,
+            states={},
+            workloads=[view],
+            node_claims=(),
+            history=History(),
+            now=FIXED_NOW,
+            spot_shortages={"a100": shortage_seconds},
+        )
+    )
+
+
+def test_a_deadline_workload_stranded_on_spot_in_a_shortage_is_moved_to_on_demand() -> None:
+    """CVPR is due in 11 h 59 min (43,140 s); the workload's runtime at 95 % is 6 h x
+    exp(1.645 x 0.25 - 0.25^2 / 2) = 31,584 s. In a 4-hour shortage spot needs that and
+    14,400 s more: too late; on-demand needs a launch on top: in time. Vision's spot quota
+    it leaves idle (16 of 24) is held on-demand for it, so the move has room."""
+    moved = planned_with(stranded(), shortage_seconds=4 * HOUR)
+    lane = moved.lanes[(NAMESPACES["vision-research"], "cvpr-stranded")]
+    assert lane.move
+    assert lane.capacity_type == names.ON_DEMAND
+    assert lane.needed_on_spot > 43_140 >= lane.needed_on_demand
+    assert "its pods waited 600s for a node" in lane.reason
+    assert moved.rendered.quotas[("vision-research", "a100")].on_demand_gpus >= 8
+
+
+@pytest.mark.parametrize(
+    ("view", "shortage_seconds"),
+    [
+        pytest.param(stranded(), 0.0, id="no shortage: its node is due"),
+        pytest.param(stranded(pods_waiting=False), 4 * HOUR, id="its pods run"),
+        pytest.param(stranded("a100-on-demand"), 4 * HOUR, id="admitted on on-demand"),
+    ],
+)
+def test_admitted_work_that_is_not_stranded_on_spot_is_never_moved(
+    view: WorkloadView, shortage_seconds: float
+) -> None:
+    assert not planned_with(view, shortage_seconds).lanes

@@ -324,3 +324,31 @@ def test_the_causes_of_the_misses_add_up_per_run_and_tier(spec: RunSpec) -> None
     missed = [o for o in result.outcomes if o.met is False]
     assert all(o.cause in CAUSES for o in missed)
     assert all(o.cause is None for o in result.outcomes if o.met is not False)
+
+
+# --------------------------------------------------------------------------- moves off spot
+
+
+def test_a_job_stranded_on_spot_is_moved_to_on_demand_when_spot_would_make_it_late() -> None:
+    """A market with no spot at all: the 4-hour job (8 GPUs, due at 7 h) is admitted on spot,
+    Kueue's first flavor, and its launch fails. The pass the error wakes learns the shortage
+    (taken to last the prior's 900 s); each later pass judges the job stranded: its runtime at
+    95 % is 14,400 x exp(1.6449 x 0.25 - 0.25^2 / 2) = 21,056 s, and on spot it needs that, the
+    shortage and a launch, 22,056 s. At 2,700 s it has 22,500 s left and stays; at 3,600 s it
+    has 21,600: the lane moves it (its idle spot quota is held on-demand for it). Admitted on
+    on-demand at once, its node is up at 3,700 and it ends at 18,100, in time. Without lanes it
+    waits for spot to the end."""
+    stranded = [job("train", duration=4 * HOUR, deadline=7 * HOUR)]
+    market = policy(vision(), spotAvailability=0.0)
+
+    moved = replay(market, stranded, POLICY)
+    outcome = outcomes(moved)["train"]
+    assert (outcome.first_start, outcome.finish, outcome.cause) == (3700.0, 18100.0, None)
+    assert (moved.lane_moves, moved.lane_writes) == (1, 1)
+    # The wait that made it move stays a wait for a node.
+    assert outcome.delays == {"waited for a node": 3700.0}
+
+    kept = replay(market, stranded, RunSpec("policy-no-lanes", "policy", lanes=False))
+    assert outcomes(kept)["train"].finish is None
+    assert outcomes(kept)["train"].cause == "waited for a node"
+    assert kept.lane_moves == 0

@@ -19,6 +19,7 @@ from controller import names
 from controller.api.loader import load_policy_set
 from controller.api.types import GpuPool
 from controller.risk.shortage import ShortageState, expected_wait, launched, reported
+from controller.sim.engine import _error_times
 from controller.sim.karpenter import SHORTAGE_SECONDS, Karpenter, NodePoolSpec
 from tests.builders import policy_doc
 
@@ -105,3 +106,26 @@ def test_the_replays_errors_and_launch_go_through_the_controllers_shortage_code(
     state = launched(state, 700.0, requested=400.0, zone="zone-b")
     assert set(state.short) == {"zone-a"}
     assert expected_wait(state, 700.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "after", "times"),
+    [
+        # A shortage from 0 still on at 1,000 s, never read: its errors every 180 s and now.
+        (0.0, 1000.0, -np.inf, [0.0, 180.0, 360.0, 540.0, 720.0, 900.0, 1000.0]),
+        # Read up to 400 s by an earlier pass: the rest only.
+        (0.0, 1000.0, 400.0, [540.0, 720.0, 900.0, 1000.0]),
+        # Read up to now: nothing new.
+        (0.0, 1000.0, 1000.0, []),
+        # Reported just now.
+        (500.0, 500.0, -np.inf, [500.0]),
+    ],
+)
+def test_a_shortage_reports_every_three_minutes_however_far_apart_the_passes(
+    first: float, last: float, after: float, times: list[float]
+) -> None:
+    """Karpenter retries an unavailable offering every three minutes while pods wait, so the
+    controller sees an error at least that often; a replay pass folds all it would have seen
+    since the last, not only the first and the latest (between passes 900 s apart the
+    shortage had gone quiet, `QUIET_SECONDS`, and been learned as a string of short ones)."""
+    assert _error_times(first, last, after=after) == times
