@@ -126,7 +126,7 @@ def _runtime_history_lines(status: TrainingProjectStatus) -> list[str]:
             "runtimes of undeclared work",
             "none without one (project median or an hour assumed)",
         )
-        + " (decayed counts, since the controller started)"
+        + " (decayed counts of the finished work the controller learned from)"
     ]
 
 

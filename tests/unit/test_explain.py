@@ -251,7 +251,7 @@ def without(doc: Doc, *paths: str) -> Doc:
             [
                 "Runtime estimates rest on: 12.5 finished workloads (actual over declared "
                 "runtime); none without one (project median or an hour assumed) (decayed "
-                "counts, since the controller started)"
+                "counts of the finished work the controller learned from)"
             ],
             [],
             id="the history the runtime estimates rest on",
