@@ -2,9 +2,11 @@
 on-demand-only and its own ablations (no deadline order, no lanes).
 
 Per trace and seed it replays, through `controller.sim.run.simulate` (what `quartermaster
-simulate` runs), the policy, `policy-fifo`, `policy-no-lanes`, `reactive` and the static mixes
-`static:F` for F = 0, 0.1, ..., 1 (static:1 is on-demand-only), and prints a line per goal of
-the levers issue, met or NOT MET, with the figures behind it:
+simulate` runs), the policy, `policy-fifo`, `policy-no-lanes`, `policy-pods-ready` (the policy
+on a Kueue that reports PodsReady, where its lanes can move work stranded on spot),
+`reactive` and the static mixes `static:F` for F = 0, 0.1, ..., 1 (static:1 is
+on-demand-only), and prints a line per goal of the levers issue, met or NOT MET, with the
+figures behind it, for the policy and for `policy-pods-ready`:
 
 - below the frontier: the policy misses at least 20 % fewer deadlines than the static mixes
   interpolated linearly at the policy's cost, and fewer than reactive at no more than its cost;
@@ -36,7 +38,10 @@ from controller.sim.run import simulate, traces_dir
 
 OUT = Path("sim-out/levers")
 STATICS = tuple(f"static:{f / 10:g}" for f in range(11))
-RUNS = ("policy-fifo", "policy-no-lanes", "reactive", *STATICS)
+RUNS = ("policy-fifo", "policy-no-lanes", "policy-pods-ready", "reactive", *STATICS)
+JUDGED = ("policy", "policy-pods-ready")
+"""The runs the goals are judged for: the policy on Kueue's default, and on a Kueue that
+reports PodsReady (where its lanes can move work stranded on spot)."""
 LEVER_CAUSES = ("waited for a node", "work lost to interruptions", "preempted")
 SPOT_CAUSES = ("waited for a node", "work lost to interruptions")
 
@@ -76,8 +81,10 @@ def frontier_at(runs: dict[str, dict[str, Any]], at_cost: float) -> float | None
     return None
 
 
-def judge(runs: dict[str, dict[str, Any]], hours: float) -> list[tuple[str, bool | None, str]]:
-    policy, fifo, reactive = runs["policy"], runs["policy-fifo"], runs["reactive"]
+def judge(
+    runs: dict[str, dict[str, Any]], hours: float, name: str = "policy"
+) -> list[tuple[str, bool | None, str]]:
+    policy, fifo, reactive = runs[name], runs["policy-fifo"], runs["reactive"]
     od = runs["static:1"]
     out: list[tuple[str, bool | None, str]] = []
     frontier = frontier_at(runs, cost(policy))
@@ -169,10 +176,13 @@ def replay(case: Case, seed: int, jobs: int | None) -> list[tuple[str, bool | No
             f"  {name:<16} {misses(run):>7,}   ${cost(run):>11,.0f}   "
             f"{misses(run, SPOT_CAUSES):>10,}   {misses(run, LEVER_CAUSES, 'production'):>8,}"
         )
-    verdicts = judge(runs, hours)
-    for goal, met, detail in verdicts:
-        word = "not checked" if met is None else ("met" if met else "NOT MET")
-        print(f"  {word:<11} {goal}: {detail}")
+    verdicts = []
+    for name in JUDGED:
+        print(f"  -- {name}")
+        for goal, met, detail in judge(runs, hours, name):
+            word = "not checked" if met is None else ("met" if met else "NOT MET")
+            print(f"  {word:<11} {goal}: {detail}")
+            verdicts.append((f"{name}: {goal}", met, detail))
     sys.stdout.flush()
     return verdicts
 

@@ -126,6 +126,11 @@ class RunSpec:
     learn_runtimes: bool = True
     """The policy: runtimes are learned from the jobs that finished (the risk model samples
     them only where the policy's `risk.learnRuntimes` says so)."""
+    pods_ready: bool = False
+    """Kueue reports `PodsReady` (`waitForPodsReady` enabled, not blocking admission, with a
+    timeout longer than the waits): the controller sees admitted work whose pods wait for a
+    node, and its lanes may move deadline work stranded on spot. Off: Kueue's default, where
+    admitted work counts as running from its admission."""
 
 
 BASELINES: dict[str, RunSpec] = {
@@ -139,8 +144,11 @@ ABLATIONS: dict[str, RunSpec] = {
     "policy-fifo": RunSpec("policy-fifo", "policy", deadline_order=False),
     "policy-no-lanes": RunSpec("policy-no-lanes", "policy", lanes=False),
     "policy-declared-runtimes": RunSpec("policy-declared-runtimes", "policy", learn_runtimes=False),
+    "policy-pods-ready": RunSpec("policy-pods-ready", "policy", pods_ready=True),
 }
-"""The policy with one of its levers off, to show what that lever is worth."""
+"""The policy with one of its levers off, to show what that lever is worth; and
+`policy-pods-ready`, on a Kueue that reports PodsReady, where its lanes can move work stranded
+on spot."""
 LANE_PASS_SECONDS = 5.0
 """How soon after a workload arrives with a lane the controller's pass acts on it: the pass a
 Workload's creation wakes (a watch event), within seconds, not the next periodic pass."""
@@ -643,8 +651,8 @@ class Replay:
             # view measures from `admitted_at`: the work of this admission must not count twice.
             past = job.progress_at_admission if admitted else job.progress
             # Admitted and not running: its pods wait for a node, which Kueue reports
-            # (PodsReady False) and the controller reads.
-            waiting = job.state == "admitted"
+            # (PodsReady False) when configured to, and the controller reads.
+            waiting = self.spec.pods_ready and job.state == "admitted"
             made_from = (job.admitted_at, job.preemptions, job.flavor, past, job.lane, waiting)
             if job.view is None or job.view[0] != made_from:
                 spec = job.spec

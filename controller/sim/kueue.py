@@ -64,11 +64,11 @@ What it simplifies, and which way that moves the replay's figures:
 
 What it leaves out: fair sharing (the renderer writes each queue's weight, which Kueue uses
 only when its own configuration turns fair sharing on; it is off by default and then the
-ordering and preemption above are Kueue's), `waitForPodsReady`'s timeout and blocking (the
-replay's controller reads the `PodsReady` condition, which Kueue keeps only with
-`waitForPodsReady` enabled: the configuration modelled is `enable: true, blockAdmission:
-false` with a timeout longer than the waits, so Kueue reports pods waiting for a node and
-never requeues them itself), admission checks, topology-aware scheduling, partial admission, and
+ordering and preemption above are Kueue's), `waitForPodsReady` (off by default: a workload
+admitted here counts as started once Karpenter gives it nodes, and nothing requeues it for
+pods not ready in time; a `pods_ready` run has the engine report `PodsReady` as Kueue does
+with it enabled, `blockAdmission: false` and a timeout longer than the waits), admission
+checks, topology-aware scheduling, partial admission, and
 taints and tolerations on flavors (the rendered spot flavor's taint is tolerated by the
 flavor's own tolerations).
 """

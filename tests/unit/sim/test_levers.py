@@ -28,7 +28,7 @@ from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.metrics import Metrics
 from controller.render.desired import Rendered, render
 from controller.risk.workloads import WorkloadView
-from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
+from controller.sim.engine import ABLATIONS, BASELINES, POLICY, RunSpec, replay
 from controller.sim.model import CAUSES
 from controller.sim.report import run_figures
 from tests.builders import policy_doc, pool_doc, project_doc
@@ -330,25 +330,28 @@ def test_the_causes_of_the_misses_add_up_per_run_and_tier(spec: RunSpec) -> None
 
 
 def test_a_job_stranded_on_spot_is_moved_to_on_demand_when_spot_would_make_it_late() -> None:
-    """A market with no spot at all: the 4-hour job (8 GPUs, due at 7 h) is admitted on spot,
-    Kueue's first flavor, and its launch fails. The pass the error wakes learns the shortage
-    (taken to last the prior's 900 s); each later pass judges the job stranded: its runtime at
-    95 % is 14,400 x exp(1.6449 x 0.25 - 0.25^2 / 2) = 21,056 s, and on spot it needs that, the
-    shortage and a launch, 22,056 s. At 2,700 s it has 22,500 s left and stays; at 3,600 s it
-    has 21,600: the lane moves it (its idle spot quota is held on-demand for it). Admitted on
-    on-demand at once, its node is up at 3,700 and it ends at 18,100, in time. Without lanes it
-    waits for spot to the end."""
+    """On a Kueue that reports PodsReady, a market with no spot at all: the 4-hour job (8 GPUs,
+    due at 7 h) is admitted on spot, Kueue's first flavor, and its launch fails. The pass the
+    error wakes learns the shortage (taken to last the prior's 900 s); each later pass judges
+    the job stranded: its runtime at 95 % is 14,400 x exp(1.6449 x 0.25 - 0.25^2 / 2) =
+    21,056 s, and on spot it needs that, the shortage and a launch, 22,056 s. At 2,700 s it has
+    22,500 s left and stays; at 3,600 s it has 21,600: the lane moves it (its idle spot quota
+    is held on-demand for it). Admitted on on-demand at once, its node is up at 3,700 and it
+    ends at 18,100, in time. Without lanes, or on Kueue's default (no PodsReady, so nothing
+    says it waits), it waits for spot to the end."""
     stranded = [job("train", duration=4 * HOUR, deadline=7 * HOUR)]
     market = policy(vision(), spotAvailability=0.0)
 
-    moved = replay(market, stranded, POLICY)
+    moved = replay(market, stranded, ABLATIONS["policy-pods-ready"])
     outcome = outcomes(moved)["train"]
     assert (outcome.first_start, outcome.finish, outcome.cause) == (3700.0, 18100.0, None)
     assert (moved.lane_moves, moved.lane_writes) == (1, 1)
     # The wait that made it move stays a wait for a node.
     assert outcome.delays == {"waited for a node": 3700.0}
 
-    kept = replay(market, stranded, RunSpec("policy-no-lanes", "policy", lanes=False))
-    assert outcomes(kept)["train"].finish is None
-    assert outcomes(kept)["train"].cause == "waited for a node"
-    assert kept.lane_moves == 0
+    # On Kueue's default (no PodsReady) the controller cannot tell it waits; nor without lanes.
+    for spec in (POLICY, RunSpec("no-lanes", "policy", lanes=False, pods_ready=True)):
+        kept = replay(market, stranded, spec)
+        assert outcomes(kept)["train"].finish is None
+        assert outcomes(kept)["train"].cause == "waited for a node"
+        assert kept.lane_moves == 0
