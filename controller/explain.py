@@ -187,7 +187,9 @@ def _pool_lines(pool: PoolStatus, project: str) -> list[str]:
 
 
 def _lane_state(workload: Mapping[str, Any]) -> str | None:
-    """ "waiting", "admitted", or None for a finished Workload (its lane no longer matters)."""
+    """ "moving" (deactivated by the controller to be moved to its lane, not yet activated
+    again), "waiting", "admitted", or None for a finished Workload (its lane no longer
+    matters)."""
     conditions = {
         c.get("type"): c.get("status")
         for c in (workload.get("status") or {}).get("conditions") or []
@@ -195,6 +197,9 @@ def _lane_state(workload: Mapping[str, Any]) -> str | None:
     }
     if conditions.get("Finished") == "True":
         return None
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    if names.ANNOTATION_MOVING_TO in annotations:
+        return "moving"
     return "admitted" if conditions.get("Admitted") == "True" else "waiting"
 
 

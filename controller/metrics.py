@@ -207,6 +207,14 @@ class Metrics:
             ["project", "lane"],
             registry=r,
         )
+        self.lane_moves_total = Counter(
+            f"{PREFIX}_lane_moves",
+            "Workloads admitted on spot whose pods waited for a node, deactivated to move them "
+            "to their lane (Kueue evicts them and gives back their spot quota; a later pass "
+            "activates them again in the lane), by project and lane (count).",
+            ["project", "lane"],
+            registry=r,
+        )
         self.lost_workloads = Gauge(
             f"{PREFIX}_lost_workloads",
             "Waiting workloads of the project whose deadline is lost: even started now, their "
@@ -427,6 +435,9 @@ class Metrics:
 
     def lane_written(self, project: str, lane: str) -> None:
         self.lane_writes_total.labels(project, lane).inc()
+
+    def lane_moved(self, project: str, lane: str) -> None:
+        self.lane_moves_total.labels(project, lane).inc()
 
     def observe_judged(self, judged: Iterable[Judged]) -> None:
         """Estimates just judged (each once): the histogram of their raw risk by tier and

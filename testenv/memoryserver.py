@@ -84,7 +84,8 @@ class MemoryServer:
         patch: list[Object],
         **_: Any,
     ) -> Object:
-        """`test` and `add` (RFC 6902), all or nothing; a failed test is the server's 422."""
+        """`test`, `add`, `replace` and `remove` (RFC 6902) of map members, all or nothing; a
+        failed test, or a replace or remove of a member that is missing, is the server's 422."""
         self.writes.append((kind.kind, name))
         current = self.objects.get((kind.kind, namespace or "", name))
         if current is None:
@@ -102,6 +103,13 @@ class MemoryServer:
                     raise KubeError(f"test of {op['path']} failed", status=422, reason="Invalid")
             elif op["op"] == "add":
                 target[last] = copy.deepcopy(op["value"])
+            elif op["op"] in {"replace", "remove"}:
+                if last not in target:
+                    raise KubeError(f"{op['path']} is missing", status=422, reason="Invalid")
+                if op["op"] == "replace":
+                    target[last] = copy.deepcopy(op["value"])
+                else:
+                    del target[last]
             else:
                 raise ValueError(f"operation {op['op']!r} is not kept by this fake")
         return self.put(new)

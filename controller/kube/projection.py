@@ -14,10 +14,11 @@ What is kept, and why each is enough:
 - `metadata` whole (without managedFields, which the cache drops of every kind whose
   ownership no pass reads, Workloads among them): names, labels and annotations (deadlines,
   expected durations, boosts) are read.
-- `spec.queueName` (the LocalQueue a Workload waits in) and `spec.priority` (the admission
-  order), which are read; `spec.priorityClassName`, `spec.priorityClassSource` and
-  `spec.active`, which are not yet, kept because they are a few bytes and say how Kueue
-  orders and holds the Workload.
+- `spec.queueName` (the LocalQueue a Workload waits in), `spec.priority` (the admission
+  order) and `spec.active` (a move to a lane deactivates a Workload and activates it again:
+  `reconcile.lanes.move_patch`, `reactivation_patch`), which are read;
+  `spec.priorityClassName` and `spec.priorityClassSource`, which are not yet, kept because
+  they are a few bytes and say how Kueue orders the Workload.
 - of each pod set: `name`, `count`, `minCount`, and of each container its `name` and
   `resources`: what `pod_set_gpus` sums.
 - of each pod template's spec, `nodeSelector` whole and the required node affinity
@@ -32,9 +33,9 @@ A part that is not of the shape the API gives (a spec that is not a map, a pod s
 one) is kept as it came, so a reader sees exactly what it would have seen of a whole object.
 A reader of any other spec field must add it here: `tests/unit/kube/test_projection.py` holds
 every reader to the same answers on the kept and the whole object. Writes never send a cached
-Workload back (a boost is a server-side apply of our own annotations; a lane is a JSON Patch
-of named paths, guarded by the resourceVersion it was built from), so nothing cut here can be
-written over.
+Workload back (a boost is a server-side apply of our own annotations; a lane, a move's two
+writes included, is a JSON Patch of named paths, guarded by the resourceVersion it was built
+from), so nothing cut here can be written over.
 """
 
 from __future__ import annotations

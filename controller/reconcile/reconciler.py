@@ -4,8 +4,10 @@ The shell around the pure core (validation, rendering, the plan, status): it tak
 cluster holds (the loop's cache snapshot, or one list of each collection when run on its own),
 calls the core, and carries out the plan with server-side apply under one field manager. It
 writes only what differs, prunes only objects carrying our label, never prunes a queue that
-workloads still use, and never touches anything while the policy is invalid. Every write first
-checks `may_write`, so a replica that lost its lease stops in the middle of a pass.
+workloads still use, and never touches anything while the policy is invalid or missing but the
+Workloads it deactivated to move them to a lane, which it activates again on every pass
+(nothing it stopped stays stopped). Every write first checks `may_write`, so a replica that
+lost its lease stops in the middle of a pass.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from controller.reconcile.diff import (
     show_ref,
     with_last_applied,
 )
-from controller.reconcile.lanes import lane_patch
+from controller.reconcile.lanes import lane_patch, move_patch, moving_to, reactivation_patch
 from controller.reconcile.learned_store import LearnedStore
 from controller.reconcile.learning import OutcomeLearning
 from controller.reconcile.lost import ACTION as LOST_ACTION
@@ -121,6 +123,10 @@ class ReconcileResult:
     boosts_written: int = 0
     lanes_written: int = 0
     """Workloads put in their lane (a node selector and our annotations) this pass."""
+    lanes_moved: int = 0
+    """Workloads admitted on spot deactivated this pass to move them to their lane."""
+    moves_done: int = 0
+    """Workloads deactivated to be moved, activated again this pass (in their lane)."""
     lost_told: int = 0
     """Workloads told this pass (a DeadlineLost Event) that their deadline is lost."""
 
@@ -133,6 +139,8 @@ class ReconcileResult:
             + self.status_writes
             + self.boosts_written
             + self.lanes_written
+            + self.lanes_moved
+            + self.moves_done
             + self.handed_over
         )
 
@@ -405,6 +413,10 @@ class Reconciler:
         until the Workload changes (a refusal at one version is one at every try of it)."""
         self._lane_projects: dict[tuple[str, str], str] = {}
         """The project of each workload the plan puts in a lane, for the metrics."""
+        self._reactivations_refused: dict[tuple[str, str], tuple[str, bool]] = {}
+        """Per Workload being moved, the resourceVersion its reactivation was refused at and
+        whether that patch was the one without the lane: at that version the next is sent
+        without the lane, and none after both were refused, until the Workload changes."""
         self._statuses_settled: dict[str, tuple[Any, ...]] = {}
         """Per project, what its status was last computed from when it needed no write."""
         self._differs = DiffMemo(rendered_needs_apply)
@@ -583,6 +595,7 @@ class Reconciler:
             self.admission.publish(None)  # nothing valid to decide a lane from
         if validation.policy_name is None:
             log.info("no_capacity_policy", projects=len(observed.projects))
+            result.moves_done = self._reactivate(observed)
             result.seconds = time.monotonic() - started
             return result
         rendered: Rendered | None = None
@@ -591,6 +604,8 @@ class Reconciler:
             # Nothing is rendered, so say which of the kinds we write the cluster lacks, rather
             # than leave KindsServed claiming that everything is served.
             result.unserved = unserved_kinds(observed.served)
+            # Whatever the policy says, what a pass deactivated to move is activated again.
+            result.moves_done = self._reactivate(observed)
         else:
             mark = _phase_timer(result.phases)
             capacity, result.queued = self._decide(observed, validation.policy_set)
@@ -602,8 +617,10 @@ class Reconciler:
                 self._emit_decisions(observed, validation.policy_set, capacity)
                 mark("converge")
                 # Lanes before boosts: a lane's patch is guarded by the version this pass read,
-                # which a boost's write would move on; a boost's apply is not.
-                result.lanes_written = self._apply_lanes(observed, capacity)
+                # which a boost's write would move on; a boost's apply is not. Reactivations
+                # first, on every pass: they do not depend on the plan's lanes.
+                result.moves_done = self._reactivate(observed)
+                result.lanes_written, result.lanes_moved = self._apply_lanes(observed, capacity)
                 mark("lanes")
                 result.boosts_written = self._apply_boosts(
                     observed, validation.policy_set, capacity
@@ -633,6 +650,8 @@ class Reconciler:
             status_writes=result.status_writes,
             boosts=result.boosts_written,
             lanes=result.lanes_written,
+            lanes_moved=result.lanes_moved,
+            moves_done=result.moves_done,
             lost_told=result.lost_told,
             handed_over=result.handed_over,
             kept=len(result.kept),
@@ -875,14 +894,20 @@ class Reconciler:
         self._boosts_settled = settled if not writes and not refused else None
         return writes
 
-    def _apply_lanes(self, observed: Observed, capacity: CapacityPlan) -> int:
-        """Each lane of the plan onto its Workload, while Kueue has reserved it no quota.
+    def _apply_lanes(self, observed: Observed, capacity: CapacityPlan) -> tuple[int, int]:
+        """Each lane of the plan onto its Workload: the lanes written, and the moves started.
 
-        The plan lanes only pending workloads whose owner chose no capacity type; the patch
+        A pending Workload takes its lane while Kueue has reserved it no quota: the plan lanes
+        only pending workloads whose owner chose no capacity type; the patch
         (`controller.reconcile.lanes.lane_patch`) checks again on the object itself, quota
         reserved included (Kueue reserves before it admits), and guards on the version it
         was built from. A lane is never taken off: an admitted workload keeps what Kueue
         admitted it on, and one still waiting keeps its lane (the plan keeps it too).
+
+        A lane with `move` is for a workload admitted on spot whose pods wait for a node: its
+        first write (`move_patch`) deactivates it, so that Kueue evicts it and gives back its
+        spot quota; `_reactivate` writes the lane on a later pass. A move lane on a Workload
+        found pending is written as a pending one.
         A 409 or 422 is the Workload changing under the write (Kueue reserving quota, most
         often): logged, and the next pass decides on the new version.
         """
@@ -890,7 +915,7 @@ class Reconciler:
         if not capacity.lanes or (
             self._lanes_settled is not None and self._lanes_settled == settled
         ):
-            return 0
+            return 0, 0
         live = {
             key: workload
             for workload in observed.workloads
@@ -902,18 +927,22 @@ class Reconciler:
             for key, version in self._lanes_refused.items()
             if key in live and live[key]["metadata"].get("resourceVersion") == version
         }
-        writes: list[tuple[KubeObject, Lane, list[dict[str, Any]]]] = []
+        writes: list[tuple[KubeObject, Lane, list[dict[str, Any]], bool]] = []
         for key, workload in live.items():
             if key in self._lanes_refused:
                 continue
-            patch = lane_patch(workload, capacity.lanes[key])
+            lane = capacity.lanes[key]
+            patch = move_patch(workload, lane) if lane.move else None
+            move = patch is not None
+            if patch is None:
+                patch = lane_patch(workload, lane)
             if patch is not None:
-                writes.append((workload, capacity.lanes[key], patch))
+                writes.append((workload, lane, patch, move))
 
-        def write(item: tuple[KubeObject, Lane, list[dict[str, Any]]]) -> bool:
+        def write(item: tuple[KubeObject, Lane, list[dict[str, Any]], bool]) -> bool:
             """One patch; False when the server refused it (logged, not sent again at this
             version)."""
-            workload, lane, patch = item
+            workload, lane, patch, move = item
             meta = workload["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             shown = f"{key[0]}/{key[1]}"
@@ -928,22 +957,38 @@ class Reconciler:
                 )
             except KubeError as exc:
                 if exc.status in {409, 422}:
-                    log.info("lane_not_written", workload=shown, error=str(exc)[:200])
+                    log.info("lane_not_written", workload=shown, move=move, error=str(exc)[:200])
                 elif exc.retryable:
                     raise
                 else:
-                    log.warning("lane_refused", workload=shown, error=str(exc)[:200])
+                    log.warning("lane_refused", workload=shown, move=move, error=str(exc)[:200])
                 self._lanes_refused[key] = str(meta.get("resourceVersion"))
                 return False
             self._recorded(kinds.WORKLOAD, written)
-            log.info("lane_written", workload=shown, lane=lane.capacity_type, reason=lane.reason)
-            if self.metrics is not None:
-                self.metrics.lane_written(self._lane_projects.get(key, ""), lane.capacity_type)
+            project = self._lane_projects.get(key, "")
+            on_demand = lane.capacity_type == names.ON_DEMAND
+            if move:
+                log.info(
+                    "lane_move_started",
+                    workload=shown,
+                    lane=lane.capacity_type,
+                    reason=lane.reason,
+                )
+                if self.metrics is not None:
+                    self.metrics.lane_moved(project, lane.capacity_type)
+                reason = "MovedToOnDemand" if on_demand else "MovedToSpot"
+            else:
+                log.info(
+                    "lane_written", workload=shown, lane=lane.capacity_type, reason=lane.reason
+                )
+                if self.metrics is not None:
+                    self.metrics.lane_written(project, lane.capacity_type)
+                reason = "OnDemandLane" if on_demand else "SpotLane"
             if self.events is not None:
                 self.events.emit(
                     written or workload,
                     type="Normal",
-                    reason="OnDemandLane" if lane.capacity_type == names.ON_DEMAND else "SpotLane",
+                    reason=reason,
                     action="Patch",
                     note=lane.reason,
                 )
@@ -951,7 +996,81 @@ class Reconciler:
 
         done = self.writes.map(writes, write)
         self._lanes_settled = settled if not writes else None
-        return sum(done)
+        moved = sum(ok for ok, (*_, move) in zip(done, writes, strict=True) if move)
+        return sum(done) - moved, moved
+
+    def _reactivate(self, observed: Observed) -> int:
+        """Every Workload deactivated to move it (our moving-to annotation) activated again in
+        its lane once Kueue holds no quota for it (`reactivation_patch`): the number done.
+
+        On every pass that observes Workloads, whatever the plan says (no lanes, lanes off, no
+        lane for it any more, no valid policy): nothing this controller stopped may stay
+        stopped, so this reads no plan and no settled memo. An inactive Workload without our
+        annotation was stopped by someone else and is never touched. A 409 or 422 is the
+        Workload changing under the write: logged, and tried again on the next pass; a
+        refusal at the very version read sends the next try without the lane, so a lane the
+        server will not take cannot keep the Workload stopped.
+        """
+        writes: list[tuple[KubeObject, list[dict[str, Any]], bool]] = []
+        refused: dict[tuple[str, str], tuple[str, bool]] = {}
+        for workload in observed.workloads:
+            if moving_to(workload) is None:
+                continue
+            key = workload_key(workload)
+            version = str(workload["metadata"].get("resourceVersion"))
+            tried = self._reactivations_refused.get(key)
+            bare = False  # with the lane, unless refused with it at this very version
+            if tried is not None and tried[0] == version:
+                refused[key] = tried
+                if tried[1]:
+                    continue  # refused with and without the lane: not again at this version
+                bare = True
+            patch = reactivation_patch(workload, with_lane=not bare)
+            if patch is not None:
+                writes.append((workload, patch, bare))
+        self._reactivations_refused = refused
+
+        def write(item: tuple[KubeObject, list[dict[str, Any]], bool]) -> bool:
+            """One patch; False when the server refused it (logged)."""
+            workload, patch, bare = item
+            meta = workload["metadata"]
+            key = workload_key(workload)
+            shown = f"{key[0]}/{key[1]}"
+            lane = moving_to(workload)
+            self._guard()
+            try:
+                written = self.client.json_patch(
+                    kinds.WORKLOAD,
+                    meta["name"],
+                    meta.get("namespace"),
+                    patch,
+                    field_manager=names.LANE_FIELD_MANAGER,
+                )
+            except KubeError as exc:
+                if exc.status in {409, 422}:
+                    log.info("lane_move_not_done", workload=shown, error=str(exc)[:200])
+                elif exc.retryable:
+                    raise
+                else:
+                    log.warning("lane_move_refused", workload=shown, error=str(exc)[:200])
+                self._reactivations_refused[key] = (str(meta.get("resourceVersion")), bare)
+                return False
+            self._recorded(kinds.WORKLOAD, written)
+            selector = any(op["path"].startswith("/spec/podSets/") for op in patch)
+            log.info("lane_move_done", workload=shown, lane=lane, selector=selector)
+            if self.events is not None:
+                self.events.emit(
+                    written or workload,
+                    type="Normal",
+                    reason="LaneMoveDone",
+                    action="Patch",
+                    note=f"activated again with its pods on {lane}"
+                    if selector
+                    else f"activated again; its pods could not be put on {lane}",
+                )
+            return True
+
+        return sum(self.writes.map(writes, write))
 
     def _tell_lost(self, observed: Observed, policy_set: PolicySet, capacity: CapacityPlan) -> int:
         """A Warning Event (DeadlineLost) on each Workload newly judged lost, once per

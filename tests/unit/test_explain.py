@@ -414,10 +414,13 @@ def lane_workload(
     lane: str | None = "on-demand",
     reason: str = "spot needs 44340s, on-demand 39900s",
     conditions: tuple[str, ...] = (),
+    moving: bool = False,
 ) -> Doc:
     annotations = {"quartermaster.dev/expected-duration-seconds": "27000"}
     if lane is not None:
         annotations |= {"quartermaster.dev/lane": lane, "quartermaster.dev/lane-reason": reason}
+    if moving:
+        annotations["quartermaster.dev/moving-to"] = "on-demand"
     return {
         "metadata": {"namespace": "vision", "name": name, "annotations": annotations},
         "spec": {"queueName": queue},
@@ -447,6 +450,18 @@ LANE_CASES = {
             "  WORKLOAD       LANE       STATE     WHY",
             "  vision/cvpr-1  on-demand  waiting   r",
             "  vision/cvpr-9  on-demand  admitted  spot needs 44340s, on-demand 39900s",
+        ],
+    ),
+    "one being moved (deactivated, not yet activated again): moving, admitted or not": (
+        [
+            lane_workload("cvpr-3", moving=True),
+            lane_workload("cvpr-4", moving=True, conditions=("QuotaReserved", "Admitted")),
+        ],
+        [
+            "Lanes (2 workload(s) put on a capacity type by the controller):",
+            "  WORKLOAD       LANE       STATE   WHY",
+            "  vision/cvpr-3  on-demand  moving  spot needs 44340s, on-demand 39900s",
+            "  vision/cvpr-4  on-demand  moving  spot needs 44340s, on-demand 39900s",
         ],
     ),
     "none: no section": ([lane_workload("plain", lane=None)], []),

@@ -13,7 +13,7 @@ from controller.decide.lanes import Lane
 from controller.kube import kinds
 from controller.kube.cache import Source, Store
 from controller.kube.projection import workload_as_kept
-from controller.reconcile.lanes import lane_patch
+from controller.reconcile.lanes import lane_patch, move_patch, reactivation_patch
 from controller.reconcile.reconciler import queues_in_use
 from controller.risk.workloads import workload_view
 
@@ -26,6 +26,7 @@ REQUIRED_ZONE = {
 }
 PREFERRED_TERM = {"matchExpressions": [{"key": "gen", "operator": "In", "values": ["a100"]}]}
 LANE = Lane(names.ON_DEMAND, "deadline too close for spot", 7200.0, 3600.0)
+MOVE = Lane(names.ON_DEMAND, "deadline too close for spot", 7200.0, 3600.0, move=True)
 
 
 def container(name: str, gpus: Any, *, cpu: str = "8") -> dict[str, Any]:
@@ -169,8 +170,28 @@ def worker_spec(**fields: Any) -> dict[str, Any]:
     return workload
 
 
+def pods_waiting() -> dict[str, Any]:
+    """Admitted on spot, its pods waiting for a node, and its owner chose no capacity type:
+    the move's first patch has something to say."""
+    workload = kueue_workload()
+    del workload["spec"]["podSets"][1]["template"]["spec"]["nodeSelector"]
+    workload["status"]["conditions"].append({"type": "PodsReady", "status": "False"})
+    return workload
+
+
+def being_moved() -> dict[str, Any]:
+    """Deactivated by our move and evicted: the move's second patch has something to say."""
+    workload = pending(pods_waiting())
+    workload["spec"]["active"] = False
+    workload["metadata"]["annotations"][names.ANNOTATION_MOVING_TO] = names.ON_DEMAND
+    workload["metadata"]["annotations"][names.ANNOTATION_LANE] = names.ON_DEMAND
+    return workload
+
+
 SHAPES = {
     "as Kueue makes it": kueue_workload(),
+    "admitted on spot, its pods waiting": pods_waiting(),
+    "deactivated by our move and evicted": being_moved(),
     "no spec": with_spec(None),
     "no pod sets": with_spec({"queueName": "vision"}),
     "pod sets not a list": with_pod_sets({"name": "workers", "count": 2}),
@@ -228,6 +249,9 @@ def test_every_reader_answers_on_the_kept_workload_as_on_the_whole(whole: dict[s
     assert queues_in_use([kept], local_queues) == queues_in_use([whole], local_queues)
     # A lane's patch is built from the kept Workload and must be the one the whole would get.
     assert lane_patch(kept, LANE) == lane_patch(whole, LANE)
+    # So are a move's two patches.
+    assert move_patch(kept, MOVE) == move_patch(whole, MOVE)
+    assert reactivation_patch(kept) == reactivation_patch(whole)
     # The boosts and the finished test read metadata and status, kept whole.
     assert kept["metadata"] == whole["metadata"]
     assert kept.get("status") == whole.get("status")
