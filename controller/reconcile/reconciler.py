@@ -894,6 +894,20 @@ class Reconciler:
         self._boosts_settled = settled if not writes and not refused else None
         return writes
 
+    def _patch_workload(
+        self, meta: Mapping[str, Any], patch: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """A lane's JSON Patch to its Workload, as the lane field manager, while this replica
+        still leads."""
+        self._guard()
+        return self.client.json_patch(
+            kinds.WORKLOAD,
+            meta["name"],
+            meta.get("namespace"),
+            patch,
+            field_manager=names.LANE_FIELD_MANAGER,
+        )
+
     def _apply_lanes(self, observed: Observed, capacity: CapacityPlan) -> tuple[int, int]:
         """Each lane of the plan onto its Workload: the lanes written, and the moves started.
 
@@ -946,15 +960,8 @@ class Reconciler:
             meta = workload["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             shown = f"{key[0]}/{key[1]}"
-            self._guard()
             try:
-                written = self.client.json_patch(
-                    kinds.WORKLOAD,
-                    meta["name"],
-                    meta.get("namespace"),
-                    patch,
-                    field_manager=names.LANE_FIELD_MANAGER,
-                )
+                written = self._patch_workload(meta, patch)
             except KubeError as exc:
                 if exc.status in {409, 422}:
                     log.info("lane_not_written", workload=shown, move=move, error=str(exc)[:200])
@@ -1037,15 +1044,8 @@ class Reconciler:
             key = workload_key(workload)
             shown = f"{key[0]}/{key[1]}"
             lane = moving_to(workload)
-            self._guard()
             try:
-                written = self.client.json_patch(
-                    kinds.WORKLOAD,
-                    meta["name"],
-                    meta.get("namespace"),
-                    patch,
-                    field_manager=names.LANE_FIELD_MANAGER,
-                )
+                written = self._patch_workload(meta, patch)
             except KubeError as exc:
                 if exc.status in {409, 422}:
                     log.info("lane_move_not_done", workload=shown, error=str(exc)[:200])

@@ -174,6 +174,23 @@ _DeadlineWork = tuple[TrainingProject, WorkloadView, Deadline, float, Job]
 """A pending workload counting toward an open deadline: its project, the earliest such
 deadline and its cutoff, and its job as the model sees it (counting)."""
 
+
+def _earliest(
+    workload: WorkloadView,
+    deadlines: Sequence[Deadline],
+    project: str,
+    cutoffs: Mapping[tuple[str, str], float],
+) -> tuple[Deadline, float] | None:
+    """The earliest of `deadlines` the workload counts toward, with its cutoff (the first
+    listed of those due at once)."""
+    first: Deadline | None = None
+    at = math.inf
+    for deadline in deadlines:
+        if _counts(workload, deadline) and cutoffs[(project, deadline.name)] < at:
+            first, at = deadline, cutoffs[(project, deadline.name)]
+    return None if first is None else (first, at)
+
+
 _new_job = tuple.__new__
 
 
@@ -740,12 +757,9 @@ class RiskModel:
             for workload in self.by_project[name]:
                 if not workload.pending:
                     continue
-                first: Deadline | None = None
-                at = math.inf
-                for deadline in open_deadlines:
-                    if _counts(workload, deadline) and cutoffs[(name, deadline.name)] < at:
-                        first, at = deadline, cutoffs[(name, deadline.name)]
-                if first is not None:
+                found = _earliest(workload, open_deadlines, name, cutoffs)
+                if found is not None:
+                    first, at = found
                     out.append((project, workload, first, at, of_view[id(workload)][1]))
         self._deadline_work = out
         return out
@@ -806,13 +820,10 @@ class RiskModel:
             of_view = self._jobs_by_view(name)
             latency = self._capacity(project).provisioning_latency_seconds
             for workload in waiting:
-                first: Deadline | None = None
-                at = math.inf
-                for deadline in open_deadlines:
-                    if _counts(workload, deadline) and cutoffs[(name, deadline.name)] < at:
-                        first, at = deadline, cutoffs[(name, deadline.name)]
-                if first is None:
+                found = _earliest(workload, open_deadlines, name, cutoffs)
+                if found is None:
                     continue
+                first, at = found
                 assert workload.admitted_at is not None
                 waited = max(now - workload.admitted_at, 0.0)
                 job = of_view[id(workload)][1]

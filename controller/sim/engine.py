@@ -372,11 +372,11 @@ class Replay:
     def _init_lanes(self) -> None:
         self.lanes = self.spec.kind == "policy" and self.spec.lanes
         self.lane_writes = 0
+        """Lanes written in the window (a workload's pod sets made to select a capacity)."""
         self.moves = 0
         """Workloads a lane moved off spot while their pods waited for a node."""
         self._errors_seen: set[tuple[str, float]] = set()
         """Capacity errors a pass has been woken for: (pool, first error)."""
-        """Lanes written in the window (a workload's pod sets made to select a capacity)."""
         self._outlooks: dict[str, SpotOutlook] = {}
         """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
         self._shortages: dict[str, ShortageState] = {
