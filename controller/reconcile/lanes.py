@@ -285,12 +285,19 @@ def reactivation_patch(
     patch with the lane at this very version), it is activated again without one: nothing this
     controller stopped stays stopped. The lane annotation is added if it went missing, so the
     selector written stays known as ours.
+
+    One that carries the annotation but is active again (someone else activated it) has only
+    the annotation removed: the move is over, and the lanes treat it as any other from then
+    on (while the annotation stays, no lane is written to it).
     """
     test = _version_test(workload)
     lane = moving_to(workload)
-    if test is None or lane is None or not inactive(workload):
+    if test is None or lane is None or finished(workload):
         return None
-    if quota_reserved(workload) or finished(workload):
+    unmark = {"op": "remove", "path": f"/metadata/annotations/{escape(names.ANNOTATION_MOVING_TO)}"}
+    if not inactive(workload):
+        return [test, unmark]
+    if quota_reserved(workload):
         return None
     ops: list[dict[str, Any]] = [test]
     selectors = _selectors(workload) if with_lane and lane in names.CAPACITY_TYPES else None
@@ -300,9 +307,7 @@ def reactivation_patch(
         if _map(annotations).get(names.ANNOTATION_LANE) != lane:
             ops.extend(_annotation_ops(annotations, {names.ANNOTATION_LANE: lane}))
     ops.append({"op": "replace", "path": "/spec/active", "value": True})
-    ops.append(
-        {"op": "remove", "path": f"/metadata/annotations/{escape(names.ANNOTATION_MOVING_TO)}"}
-    )
+    ops.append(unmark)
     return ops
 
 

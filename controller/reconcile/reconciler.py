@@ -1057,16 +1057,23 @@ class Reconciler:
                 return False
             self._recorded(kinds.WORKLOAD, written)
             selector = any(op["path"].startswith("/spec/podSets/") for op in patch)
-            log.info("lane_move_done", workload=shown, lane=lane, selector=selector)
+            activated = any(op["path"] == "/spec/active" for op in patch)
+            log.info(
+                "lane_move_done", workload=shown, lane=lane, selector=selector, activated=activated
+            )
             if self.events is not None:
+                if not activated:
+                    note = f"activated again by someone else: the move to {lane} is over"
+                elif selector:
+                    note = f"activated again with its pods on {lane}"
+                else:
+                    note = f"activated again; its pods could not be put on {lane}"
                 self.events.emit(
                     written or workload,
                     type="Normal",
                     reason="LaneMoveDone",
                     action="Patch",
-                    note=f"activated again with its pods on {lane}"
-                    if selector
-                    else f"activated again; its pods could not be put on {lane}",
+                    note=note,
                 )
             return True
 

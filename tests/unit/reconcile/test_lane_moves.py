@@ -231,7 +231,6 @@ NOT_REACTIVATED = {
     "an admission without conditions yet": evicted(conditions=[condition("Evicted")])
     | {"status": {"admission": SPOT_ADMISSION}},
     "finished": evicted(conditions=[condition("Finished")]),
-    "active (activated by someone else)": evicted(active=True),
     "no resourceVersion to guard the write with": evicted(version=None),
 }
 
@@ -239,6 +238,17 @@ NOT_REACTIVATED = {
 @pytest.mark.parametrize("live", NOT_REACTIVATED.values(), ids=NOT_REACTIVATED.keys())
 def test_no_reactivation(live: dict[str, Any]) -> None:
     assert reactivation_patch(live) is None
+
+
+@pytest.mark.parametrize(
+    "live",
+    [evicted(active=True), admitted(annotations=MOVING, active=True)],
+    ids=["activated again while evicted", "activated again and admitted"],
+)
+def test_a_move_someone_else_ended_only_loses_its_annotation(live: dict[str, Any]) -> None:
+    """Active again, but not by us: only the moving-to annotation goes (nothing else is
+    ours to change), so the lanes treat it as any other again."""
+    assert reactivation_patch(live) == [TEST_VERSION, UNMARK]
 
 
 def test_an_inactive_workload_takes_no_pending_lane() -> None:
