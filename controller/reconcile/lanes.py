@@ -184,6 +184,20 @@ def _annotation_ops(annotations: Any, wanted: Mapping[str, str]) -> list[dict[st
     return [{"op": "add", "path": "/metadata/annotations", "value": dict(wanted)}]
 
 
+def _lane_selectors(workload: Mapping[str, Any]) -> list[Any] | None:
+    """The pod sets' node selectors of a Workload a lane may be written to: active (one
+    stopped by someone else is never touched), not being moved (its reactivation writes its
+    lane), and of a shape we can write into; None otherwise."""
+    if inactive(workload) or moving_to(workload) is not None:
+        return None
+    return _selectors(workload)
+
+
+def _in_lane(selectors: list[Any], capacity_type: str) -> bool:
+    """Every pod set already selects the capacity type."""
+    return all(_map(s).get(names.CAPACITY_TYPE_LABEL) == capacity_type for s in selectors)
+
+
 def lane_operations(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] | None:
     """The JSON Patch operations that put `workload` in `lane`, unguarded, or None when it must
     not be written (or need not be): quota reserved or finished, its owner chose a capacity
@@ -199,14 +213,11 @@ def lane_operations(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, A
     """
     if quota_reserved(workload) or finished(workload):
         return None
-    if inactive(workload) or moving_to(workload) is not None:
-        return None
-    selectors = _selectors(workload)
+    selectors = _lane_selectors(workload)
     if selectors is None:
         return None
     annotations = _map(workload.get("metadata")).get("annotations")
-    label = names.CAPACITY_TYPE_LABEL
-    in_place = all(_map(s).get(label) == lane.capacity_type for s in selectors)
+    in_place = _in_lane(selectors, lane.capacity_type)
     if in_place and _map(annotations).get(names.ANNOTATION_LANE) == lane.capacity_type:
         return None
     wanted = {
@@ -251,12 +262,8 @@ def move_patch(workload: Mapping[str, Any], lane: Lane) -> list[dict[str, Any]] 
         return None
     if not quota_reserved(workload) or finished(workload) or not pods_waiting(workload):
         return None
-    if inactive(workload) or moving_to(workload) is not None:
-        return None
-    selectors = _selectors(workload)
-    if selectors is None:
-        return None
-    if all(_map(s).get(names.CAPACITY_TYPE_LABEL) == lane.capacity_type for s in selectors):
+    selectors = _lane_selectors(workload)
+    if selectors is None or _in_lane(selectors, lane.capacity_type):
         return None
     wanted = {
         names.ANNOTATION_MOVING_TO: lane.capacity_type,
