@@ -157,10 +157,14 @@ def _poisson_inverse(
     """
     if floor is None:
         floor = interruption_floor(uniform)
-    counts = np.zeros(rate.shape, dtype=rate.dtype)
+    # The draws a float32 comparison cannot rule out are decided in float64. Nearly all of
+    # them see an interruption: counting them 1 from the start leaves only the few that do
+    # not, and those that see more, to write (a scatter over all of them had cost more than
+    # the arithmetic).
+    seen = rate >= floor
+    counts: FloatArray = seen.astype(rate.dtype)
     flat_counts = counts.reshape(-1)
-    # The draws a float32 comparison cannot rule out are decided in float64.
-    todo = np.flatnonzero(rate >= floor)
+    todo = np.flatnonzero(seen)
     if todo.size == 0:
         return counts
     r = rate.reshape(-1)[todo].astype(np.float64)
@@ -168,45 +172,54 @@ def _poisson_inverse(
     log_p = -r
     cdf = np.exp(log_p)
     interrupted = u >= cdf
+    flat_counts[todo[np.flatnonzero(~interrupted)]] = 0
     log_r = np.log(np.maximum(r, 1e-300))
     # The first steps, one at a time (the CDF only rises, so counting the steps still below
     # the draw is where each walk stops). Most walks end at one interruption: after the first
-    # step only the rest go on, and after that none is dropped between steps. The tail
-    # limit, r + 40 sqrt(r) + 40, lies past all of them.
-    count = interrupted.astype(np.float64)
-    for k in range(1, POISSON_STEPS + 1):
-        log_p = log_p + log_r - np.log(k)
-        cdf = cdf + np.exp(log_p)
+    # step only the rest go on (each at two so far), and none is dropped between the steps
+    # after it. The tail limit, r + 40 sqrt(r) + 40, lies past all of them.
+    log_p = log_p + log_r
+    cdf += np.exp(log_p)
+    on = np.flatnonzero(interrupted & (cdf < u))
+    todo, r, u, log_r, log_p, cdf = (a[on] for a in (todo, r, u, log_r, log_p, cdf))
+    count = np.full(todo.size, 2.0)
+    for k in range(2, POISSON_STEPS + 1):
+        log_p += log_r
+        log_p -= np.log(k)
+        cdf += np.exp(log_p)
         if k < POISSON_STEPS:
-            count += interrupted & (cdf < u)
-        if k == 1:
-            flat_counts[todo] = count
-            on = interrupted & (cdf < u)
-            todo, r, u, log_r, log_p, cdf, count = (
-                a[on] for a in (todo, r, u, log_r, log_p, cdf, count)
-            )
-            interrupted = interrupted[on]
+            count += cdf < u
     flat_counts[todo] = count
-    going = interrupted & (cdf < u)
+    going = cdf < u
     todo, r, u, log_r, cdf = todo[going], r[going], u[going], log_r[going], cdf[going]
-    limit = r + 40 * np.sqrt(r) + 40
-    k = POISSON_STEPS
-    start, blocks = k + 1, 0
+    # The tail limit as the first step at or past it (steps are whole numbers).
+    stop = np.ceil(r + 40 * np.sqrt(r) + 40)
+    start, blocks = POISSON_STEPS + 1, 0
     while todo.size:
         block = POISSON_BLOCKS[min(blocks, len(POISSON_BLOCKS) - 1)]
         blocks += 1
         ks = np.arange(start, start + block, dtype=np.float64)
-        closed = ks * log_r[:, None] - r[:, None] - _log_factorials(start, block)
-        # Summed in the walk's order, the CDF so far first: near 1 another order could
-        # leave it a rounding below the draw all the way to the tail limit.
-        steps = np.cumsum(np.concatenate([cdf[:, None], np.exp(closed)], axis=1), axis=1)[:, 1:]
+        # The CDF so far, then each step's probability, summed in the walk's order in place:
+        # near 1 another order could leave it a rounding below the draw all the way to the
+        # tail limit.
+        steps = np.empty((todo.size, block + 1))
+        steps[:, 0] = cdf
+        walk = steps[:, 1:]
+        np.multiply(log_r[:, None], ks, out=walk)
+        walk -= r[:, None]
+        walk -= _log_factorials(start, block)
+        np.exp(walk, out=walk)
+        np.cumsum(steps, axis=1, out=steps)
         # The first step whose CDF reaches the draw, or the tail limit.
-        reached = ~((steps < u[:, None]) & (ks < limit[:, None]))
-        done = reached.any(axis=1)
-        flat_counts[todo[done]] = ks[np.argmax(reached[done], axis=1)]
+        hit = walk >= u[:, None]
+        first = np.argmax(hit, axis=1)
+        first = np.where(hit[np.arange(todo.size), first], first, block)
+        first = np.minimum(first, np.maximum(stop - start, 0))
+        done = first < block
+        flat_counts[todo[done]] = start + first[done]
         more = ~done
-        todo, r, u, log_r, limit = todo[more], r[more], u[more], log_r[more], limit[more]
-        cdf = steps[more, -1]
+        todo, r, u, log_r, stop = todo[more], r[more], u[more], log_r[more], stop[more]
+        cdf = walk[more, -1]
         start += block
     return counts
 
