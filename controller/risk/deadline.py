@@ -181,7 +181,7 @@ def _poisson_inverse(
     log_p = log_p + log_r
     cdf += np.exp(log_p)
     on = np.flatnonzero(interrupted & (cdf < u))
-    todo, r, u, log_r, log_p, cdf = (a[on] for a in (todo, r, u, log_r, log_p, cdf))
+    todo, r, u, log_r, log_p, cdf = todo[on], r[on], u[on], log_r[on], log_p[on], cdf[on]
     count = np.full(todo.size, 2.0)
     for k in range(2, POISSON_STEPS + 1):
         log_p += log_r
@@ -191,7 +191,29 @@ def _poisson_inverse(
             count += cdf < u
     flat_counts[todo] = count
     going = cdf < u
-    todo, r, u, log_r, cdf = todo[going], r[going], u[going], log_r[going], cdf[going]
+    _walk_blocks(
+        flat_counts,
+        todo[going],
+        r=r[going],
+        u=u[going],
+        log_r=log_r[going],
+        cdf=cdf[going],
+    )
+    return counts
+
+
+def _walk_blocks(
+    flat_counts: FloatArray,
+    todo: npt.NDArray[np.intp],
+    *,
+    r: FloatArray,
+    u: FloatArray,
+    log_r: FloatArray,
+    cdf: FloatArray,
+) -> None:
+    """The walks `_poisson_inverse` leaves after its first steps, `POISSON_BLOCKS` steps at a
+    time: each draw's count written to `flat_counts` at its index in `todo` (rates `r`, their
+    logs, the draws `u` and the CDF so far, in float64)."""
     # The tail limit as the first step at or past it (steps are whole numbers).
     stop = np.ceil(r + 40 * np.sqrt(r) + 40)
     start, blocks = POISSON_STEPS + 1, 0
@@ -221,7 +243,6 @@ def _poisson_inverse(
         todo, r, u, log_r, stop = todo[more], r[more], u[more], log_r[more], stop[more]
         cdf = walk[more, -1]
         start += block
-    return counts
 
 
 def _sorted_rows(ends: FloatArray, gpus: FloatArray) -> tuple[list[FloatArray], list[FloatArray]]:
