@@ -2,7 +2,8 @@
 
 The controller is the real one: every pass of the policy run builds an `Observation` of the
 replayed cluster and calls `plan_capacity`, the function `quartermaster run` calls, carrying
-its pool states from pass to pass as the controller carries them in the policy's status. What
+its pool states from pass to pass as the controller carries them in the policy's status, and
+the last pass's estimates (`Carry`) as the controller's loop hands them to the next. What
 it returns is applied as the controller's writes would be: the rendered ClusterQueues and
 Cohorts become the quotas of the Kueue model (`controller.sim.kueue`), the rendered NodePools
 the limits of the Karpenter model (`controller.sim.karpenter`), the priority boosts the
@@ -64,7 +65,7 @@ from controller.capacity import FlavorQuota, PoolTarget, pool_demands
 from controller.decide.boost import LEVELS, boost_step, urgency_level
 from controller.decide.lanes import Lane, LaneInput, SpotOutlook, choose_lane
 from controller.decide.mix import PoolState, initial_state
-from controller.decide.observation import History, Observation
+from controller.decide.observation import Carry, History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.decide.shift import Shift, held_by_side, limit_shifts
 from controller.render.desired import Rendered, render
@@ -379,6 +380,9 @@ class Replay:
         """Capacity errors a pass has been woken for: (pool, first error)."""
         self._outlooks: dict[str, SpotOutlook] = {}
         """Per project, the spot outlook of the last pass (what a new workload's lane reads)."""
+        self._carry: Carry | None = None
+        """What the last pass hands the next, as the controller's loop hands it: estimates of
+        projects whose workloads did not change, kept for up to a minute."""
         self._shortages: dict[str, ShortageState] = {
             p: ShortageState(zones=frozenset(self.karpenter.zones(p))) for p in self.pools
         }
@@ -534,7 +538,8 @@ class Replay:
         if resting and self.activity == self._decided_at_activity and not self._lane_waiting():
             return
         self._decided_at_activity = self.activity
-        plan = plan_capacity(self._observe())
+        plan = plan_capacity(replace(self._observe(), carried=self._carry))
+        self._carry = plan.carried
         self._shifts = dict(plan.shifts)
         self.states = dict(plan.states)
         self.on_demand_target = {d.pool: d.target for d in plan.decisions}

@@ -16,6 +16,7 @@ replay ends at the last job's finish, and nodes still up then are billed up to i
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ import pytest
 
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
+from controller.decide.plan import plan_capacity
 from controller.sim.engine import BASELINES, POLICY, RunSpec, replay
 from controller.sim.model import FlavorGpus, JobOutcome, RunResult, Sample, SimJob
 from tests.builders import policy_doc, pool_doc, project_doc
@@ -624,3 +626,33 @@ def test_mix_changes_and_estimates_count_from_the_windows_start() -> None:
 def test_a_window_start_must_be_a_time(scored_from: float) -> None:
     with pytest.raises(ValueError, match="scored_from must be a finite time >= 0"):
         replay(policy(), [job("p")], ALL_SPOT, scored_from=scored_from)
+
+
+# --------------------------------------------------------------------------- the controller's carry
+
+
+def test_each_pass_is_handed_what_the_last_one_carries_as_the_controller_hands_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller's loop gives each pass the last plan's `carried` (estimates of projects
+    whose workloads did not change, for up to a minute): the replay does the same, so a pass
+    woken seconds after another decides from what the controller's would."""
+    seen: list[tuple[object, object]] = []
+
+    def recording(observation: Any) -> Any:
+        plan = plan_capacity(observation)
+        seen.append((observation.carried, plan.carried))
+        return plan
+
+    monkeypatch.setattr("controller.sim.engine.plan_capacity", recording)
+    jobs = [
+        job("a", deadline=5000.0, duration=2000),
+        job("b", submit=30.0, deadline=5000.0, duration=2000),
+        job("c", submit=45.0, deadline=6000.0, duration=1000),
+    ]
+    replay(policy(), jobs, POLICY)
+
+    assert len(seen) >= 3, "arrivals with deadlines wake passes"
+    assert seen[0][0] is None
+    for (_, handed), (received, _) in itertools.pairwise(seen):
+        assert received is handed
