@@ -538,7 +538,7 @@ class Replay:
         if resting and self.activity == self._decided_at_activity and not self._lane_waiting():
             return
         self._decided_at_activity = self.activity
-        plan = plan_capacity(replace(self._observe(), carried=self._carry))
+        plan = plan_capacity(self._observe())
         self._carry = plan.carried
         self._shifts = dict(plan.shifts)
         self.states = dict(plan.states)
@@ -604,6 +604,7 @@ class Replay:
             runtimes=self.runtimes,
             lanes=self.lanes,
             spot_shortages=self._shortage_waits(),
+            carried=self._carry,
         )
 
     def _shortage_waits(self) -> dict[str, float]:
