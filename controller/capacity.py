@@ -12,6 +12,7 @@ projects in proportion to their nominal quota, by largest remainder so the parts
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -319,9 +320,13 @@ def _keep_gangs_whole(
             trial = dict(out)
             trial[name] = target
             delta = target - out[name]
-            for other in sorted(trial, key=lambda n: (-trial[n], n)):
-                if delta == 0:
-                    break
+            # Largest shares first (by name among equals), taken lazily: the first few
+            # nearly always balance the move, and sorting every project for each cost a
+            # pass at 1,000 projects some milliseconds.
+            order = [(-gpus, other) for other, gpus in trial.items()]
+            heapq.heapify(order)
+            while order and delta != 0:
+                other = heapq.heappop(order)[1]
                 if other == name or other in pinned:
                     continue
                 room = trial[other] if delta > 0 else nominal[other] - trial[other]

@@ -13,7 +13,7 @@ no clock of its own. The controller, `quartermaster plan`/`explain` and the repl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -190,11 +190,7 @@ def _retrack(
         if not decision.changed:
             out.append(decision)
             continue
-        pool_projects = {
-            p.name
-            for p in policy_set.projects
-            if any(q.pool == decision.pool for q in p.spec.quotas)
-        }
+        pool_projects = {p.name for p, _ in policy_set.quotas_in(decision.pool)}
         worst = max((r.estimate.risk for r in reports if r.project in pool_projects), default=0.0)
         out.append(
             replace(decision, state=track_thresholds(decision.state, worst, settings, now=now))
@@ -431,7 +427,12 @@ def _boosts(
     demoting = {t.name for t in policy.spec.tiers if t.demote_lost}
     tiers = {p.name: p.spec.tier for p in observation.policy_set.projects}
     demotable = {k: v.chance for k, v in lost.items() if tiers.get(v.project) in demoting}
-    created = {(w.namespace, w.name): w.created for w in observation.workloads}
+    # Only the lost workloads' creation times are read: their projects' workloads hold them.
+    created = {
+        (w.namespace, w.name): w.created
+        for project in {lost[k].project for k in demotable}
+        for w in model.by_project.get(project, ())
+    }
     kept = demoted(demotable, created, now=now, max_wait_seconds=risk.lost_max_wait_seconds)
     return deadline_boosts(model.pending_slack(), step=step, demoted=kept), lost
 
@@ -455,19 +456,28 @@ def _lanes_and_holds(
     # turned into on-demand. Holding on-demand for every lane wanted, out of spot quota in use
     # or not, was tried: it cost the Alibaba replay (seed 0) 74 more misses than holding none.
     quotas = model.snapshot.quotas
-    room = on_demand_room(policy_set, quotas, by_project)
-    idle = idle_spot(policy_set, quotas, by_project)
     candidates = lane_candidates(inputs, outlooks)
+    wanting = {workload.project for workload, _ in candidates}
+    room = on_demand_room(policy_set, quotas, by_project, wanting)
+    idle = idle_spot(policy_set, quotas, by_project, wanting)
     lanes = fit_lanes(candidates, {p: room.get(p, 0) + idle.get(p, 0) for p in room})
     return candidates, _held_for_lanes(policy_set, decisions, lanes, by_project), outlooks
 
 
 def _first_pool_quotas(
-    policy_set: PolicySet, applied: Mapping[tuple[str, str], FlavorQuota]
+    policy_set: PolicySet,
+    applied: Mapping[tuple[str, str], FlavorQuota],
+    projects: Collection[str] | None = None,
 ) -> Iterator[tuple[str, str, FlavorQuota]]:
-    """(project, pool, quota) of each project's first pool: where a lane's workload waits
-    (Kueue tries the project's flavors in order, and the lane leaves it only on-demand ones)."""
-    for project in policy_set.projects:
+    """(project, pool, quota) of each project's first pool (of those named in `projects`,
+    when given): where a lane's workload waits (Kueue tries the project's flavors in order,
+    and the lane leaves it only on-demand ones)."""
+    chosen = (
+        policy_set.projects
+        if projects is None
+        else [p for name in projects if (p := policy_set.project(name)) is not None]
+    )
+    for project in chosen:
         if project.spec.quotas:
             pool = project.spec.quotas[0].pool
             quota = applied.get((project.name, pool))
@@ -479,11 +489,13 @@ def idle_spot(
     policy_set: PolicySet,
     applied: Mapping[tuple[str, str], FlavorQuota],
     by_project: Mapping[str, Sequence[WorkloadView]],
+    projects: Collection[str] | None = None,
 ) -> dict[str, int]:
-    """Per project, the spot GPUs of its first pool's quota that no admitted work uses: quota
-    a lane may take over for on-demand without making anyone wait for it."""
+    """Per project (of `projects`, when given), the spot GPUs of its first pool's quota that
+    no admitted work uses: quota a lane may take over for on-demand without making anyone
+    wait for it."""
     out: dict[str, int] = {}
-    for name, pool, quota in _first_pool_quotas(policy_set, applied):
+    for name, pool, quota in _first_pool_quotas(policy_set, applied, projects):
         flavor = names.flavor_name(pool, names.SPOT)
         used = sum(w.gpus for w in by_project.get(name, ()) if w.running and flavor in w.flavors)
         out[name] = max(quota.spot_gpus - used, 0)
@@ -500,19 +512,22 @@ def _final_lanes(
     rendered (Kueue reads the new quotas as soon as they are written, before the lanes)."""
     if not candidates:
         return {}
-    return fit_lanes(candidates, on_demand_room(policy_set, quotas, by_project))
+    wanting = {workload.project for workload, _ in candidates}
+    return fit_lanes(candidates, on_demand_room(policy_set, quotas, by_project, wanting))
 
 
 def on_demand_room(
     policy_set: PolicySet,
     applied: Mapping[tuple[str, str], FlavorQuota],
     by_project: Mapping[str, Sequence[WorkloadView]],
+    projects: Collection[str] | None = None,
 ) -> dict[str, int]:
-    """Per project, the on-demand GPUs free in its first pool's quota now: the applied
+    """Per project (of `projects`, when given: a pass asks only for those with workloads
+    wanting a lane), the on-demand GPUs free in its first pool's quota now: the applied
     on-demand quota less what its admitted on-demand work and its workloads already in an
     on-demand lane take. What a new lane may use without waiting for quota."""
     out: dict[str, int] = {}
-    for name, pool, quota in _first_pool_quotas(policy_set, applied):
+    for name, pool, quota in _first_pool_quotas(policy_set, applied, projects):
         flavor = names.flavor_name(pool, names.ON_DEMAND)
         taken = sum(
             w.gpus

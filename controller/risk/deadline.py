@@ -59,9 +59,9 @@ class Job(NamedTuple):
     """Whether it must finish for the deadline (others only take capacity ahead of it)."""
 
 
-@dataclass(frozen=True)
-class Capacity:
-    """What one project can count on."""
+class Capacity(NamedTuple):
+    """What one project can count on. (A named tuple: a pass at 1,000 projects makes and
+    hashes some thousands, each a key of the estimates it has.)"""
 
     on_demand_gpus: float
     spot_gpus: float
@@ -76,8 +76,7 @@ class Capacity:
     """The widest pod set the project can admit: its widest flavor plus what it may borrow."""
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     jobs: tuple[Job, ...]
     capacity: Capacity
     deadline: float

@@ -8,22 +8,20 @@ queue with nothing pending and enough free GPUs for the new workload admits it a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 from controller.risk.deadline import HORIZON_SECONDS, Job, drain_times, draw_rows, job_fields
 
 
-@dataclass(frozen=True)
-class WaitEstimate:
+class WaitEstimate(NamedTuple):
     p50_seconds: float
     p90_seconds: float
 
 
-@dataclass(frozen=True)
-class WaitProblem:
+class WaitProblem(NamedTuple):
     """The next workload of one queue: `jobs` are its running and pending workloads."""
 
     jobs: Sequence[Job]

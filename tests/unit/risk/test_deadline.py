@@ -19,7 +19,6 @@ import math
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from math import erf, exp, lgamma, log, sqrt
 from types import FrameType
 
@@ -198,13 +197,13 @@ def test_exact_runtimes_give_risk_0_after_the_fluid_finish_and_1_before_it(
     [
         pytest.param(
             (exact(16, 1),),
-            replace(on_demand(8), widest_gpus=8),
+            on_demand(8)._replace(widest_gpus=8),
             False,
             id="a pending 16-GPU job on 8 on-demand GPUs that cannot borrow",
         ),
         pytest.param(
             (exact(4, 1, running=True), exact(16, 1)),
-            replace(on_demand(8), widest_gpus=8),
+            on_demand(8)._replace(widest_gpus=8),
             False,
             id="a 16-GPU job queued behind a 4-GPU job on 8 GPUs that cannot borrow",
         ),
