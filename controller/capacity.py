@@ -13,7 +13,7 @@ projects in proportion to their nominal quota, by largest remainder so the parts
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from controller.api.policy_set import PolicySet
@@ -286,6 +286,16 @@ def _split_limit(
     return limit - on_demand_part, on_demand_part
 
 
+def _largest_first(shares: Mapping[str, int]) -> Iterator[str]:
+    """The names by share, largest first (by name among equals), as `shares` stands when
+    asked, taken lazily: the first few nearly always balance a move, and sorting every
+    project for each cost a pass at 1,000 projects some milliseconds."""
+    order = [(-gpus, name) for name, gpus in shares.items()]
+    heapq.heapify(order)
+    while order:
+        yield heapq.heappop(order)[1]
+
+
 def _keep_gangs_whole(
     shares: dict[str, int],
     nominal: Mapping[str, int],
@@ -320,13 +330,9 @@ def _keep_gangs_whole(
             trial = dict(out)
             trial[name] = target
             delta = target - out[name]
-            # Largest shares first (by name among equals), taken lazily: the first few
-            # nearly always balance the move, and sorting every project for each cost a
-            # pass at 1,000 projects some milliseconds.
-            order = [(-gpus, other) for other, gpus in trial.items()]
-            heapq.heapify(order)
-            while order and delta != 0:
-                other = heapq.heappop(order)[1]
+            for other in _largest_first(trial):
+                if delta == 0:
+                    break
                 if other == name or other in pinned:
                     continue
                 room = trial[other] if delta > 0 else nominal[other] - trial[other]
