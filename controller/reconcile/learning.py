@@ -38,7 +38,7 @@ from typing import Any
 
 from controller.api.policy_set import PolicySet
 from controller.risk.learning import RuntimeLearner, finished_run
-from controller.risk.model import DeadlineReport, counts_toward, project_workloads
+from controller.risk.model import DeadlineReport, counting_toward, project_workloads
 from controller.risk.recalibration import (
     Judged,
     OutcomeLedger,
@@ -120,10 +120,13 @@ class OutcomeLearning:
         reports: Sequence[DeadlineReport],
         workloads: Sequence[WorkloadView],
         now: float,
+        *,
+        by_project: Mapping[str, Sequence[WorkloadView]] | None = None,
     ) -> dict[tuple[str, str], float]:
         """Judge what resolved, record this pass's estimates, refit if new judgements came;
         the calibrated risk of each deadline reported (the plan's `deadlines`), by (project,
-        deadline)."""
+        deadline). `by_project` is `project_workloads` of the same workloads, if the caller
+        has it at hand."""
         seen = {(w.namespace, w.name): w for w in workloads}
         judged: list[Judged] = []
         for ident in list(self._open):
@@ -137,7 +140,8 @@ class OutcomeLearning:
         if self._judged_since_fit and self._judged_since_fit >= REFIT_GROWTH * self._fitted_size:
             self._refit(list(self.ledger.judged))
         tiers = {p.name: p.spec.tier for p in policy_set.projects}
-        by_project = project_workloads(policy_set, workloads)
+        if by_project is None:
+            by_project = project_workloads(policy_set, workloads)
         calibrated = {}
         for report in reports:
             tier = tiers.get(report.project, "")
@@ -161,12 +165,13 @@ class OutcomeLearning:
             if opened is None:
                 opened = self._open[ident] = _Open(report.cutoff)
                 self.revision += 1
-            for w in by_project.get(report.project, ()):
-                if counts_toward(w, deadline):
-                    key = (w.namespace, w.name)
-                    if key not in opened.members:
-                        self.revision += 1
-                    opened.members[key] = now
+            members = opened.members
+            before = len(members)
+            members.update(
+                ((w.namespace, w.name), now)
+                for w in counting_toward(by_project.get(report.project, ()), deadline)
+            )
+            self.revision += len(members) - before  # each Workload newly counted
         return calibrated
 
     def _refit(self, judged: list[Judged], *, since_fit: int = 0) -> None:

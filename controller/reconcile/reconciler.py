@@ -512,8 +512,10 @@ class Reconciler:
         else:
             plan = plan_capacity(seen)
         self._plan = plan
-        calibrated = self.learning.judge(policy_set, plan.deadlines, workloads, seen.now)
         by_project = project_workloads(policy_set, workloads)
+        calibrated = self.learning.judge(
+            policy_set, plan.deadlines, workloads, seen.now, by_project=by_project
+        )
         if self.admission is not None:
             self.admission.publish(admission_state(plan, by_project), workloads)
         queued = {name: len(items) for name, items in by_project.items()}

@@ -100,6 +100,12 @@ POISSON_STEPS = 4
 POISSON_BLOCKS = (8, 16, 32, 64, 128)
 """Then this many steps at once, block after block (the last size repeating): one array
 operation over (draws, steps) for walks a long job on spot makes, a hundred steps or more."""
+BANDED_COUNTS = 2
+"""Counts up to this many are answered from each draw's bands (`interruption_band`): most draws
+that see an interruption see one or two, and walking them was most of the counting's time."""
+BAND_MARGINS = (3e-5, 1e-5)
+"""How far inside a count's exact bounds its band is kept: relative, above the low bound and
+below the high one (see `interruption_band`)."""
 SORT_NETWORK_ROWS = 4
 """Running workloads up to this many are drained row by row, ordered by compare-exchange;
 more, in arrays over all of them at once, ordered by `argsort`."""
@@ -114,7 +120,7 @@ def _log_factorials(start: int, count: int) -> FloatArray:
 
 
 def interruption_floor(uniform: FloatArray) -> FloatArray:
-    """Per draw, a float32 rate below which it sees no interruption (`_poisson_inverse`).
+    """Per draw, a float32 rate below which it sees no interruption (`_interruptions`).
 
     A draw u sees one when u >= e^-rate, that is rate >= -log u. The bound is -log u less a
     relative 1e-5, far more than float32's rounding, so every draw it lets through is decided
@@ -127,51 +133,135 @@ def interruption_floor(uniform: FloatArray) -> FloatArray:
     return out
 
 
-def _flat_take(
-    values: FloatArray, shape: tuple[int, ...], flat: npt.NDArray[np.intp]
-) -> FloatArray:
-    """`np.broadcast_to(values, shape).ravel()[flat]` without making the broadcast copy (values
-    of the same shape, or repeated along a leading axis, as the job draws are)."""
-    if values.shape == shape:
-        return values.reshape(-1)[flat]
-    if values.shape == (1, *shape[1:]):
-        return values.reshape(-1)[flat % values.size]
-    return np.broadcast_to(values, shape).reshape(-1)[flat]
+def _count_bound(x: FloatArray, count: int) -> FloatArray:
+    """Per x > 0, the rate at which a draw u = e^-x starts to see more than `count`
+    interruptions: r with P(N <= count) = u for N ~ Poisson(r), that is r - log(sum of r^i / i!
+    for i <= count) = x (float64, by bisection: the left side rises from 0 at r = 0 and is past
+    x at 2x + 3 sqrt(x) + 2 count + 1)."""
+    low: FloatArray = np.zeros_like(x)
+    high: FloatArray = 2 * x + 3 * np.sqrt(x) + 2 * count + 1
+    for _ in range(80):
+        mid = (low + high) / 2
+        terms = np.cumprod(mid[..., None] / np.arange(1, count + 1), axis=-1).sum(axis=-1)
+        below = mid - np.log1p(terms) < x
+        low = np.where(below, mid, low)
+        high = np.where(below, high, mid)
+    return high
 
 
-def _poisson_inverse(
-    rate: FloatArray, uniform: FloatArray, floor: FloatArray | None = None
-) -> FloatArray:
-    """Poisson counts by inverse transform, so a larger rate never gives a smaller count.
+def interruption_band(uniform: FloatArray) -> FloatArray:
+    """Per draw, for each count k up to `BANDED_COUNTS`, float32 rates [low, high) at which it
+    sees exactly k interruptions for certain, on a last axis of 2 x `BANDED_COUNTS`: what
+    `_interruptions` answers without a walk.
 
-    Most draws see no interruption (uniform < e^-rate); only the rest are walked up the CDF,
-    in float64 and in log space (e^-rate underflows for large rates), and the walk always ends:
-    it stops far in the tail even if rounding keeps the CDF below the draw. The first
-    `POISSON_STEPS` steps go one at a time over the draws still walking; the rest in blocks
-    of `POISSON_BLOCKS`, each step's probability from its closed form (k log r - r - log k!):
-    one array operation per step had made long walks half the time of a replay.
+    A draw u (x = -log u) sees at least one when e^-rate <= u, rate >= x, and more than k when
+    P(N <= k) < u (`_count_bound`). Each band keeps a relative 3e-5 above its low bound and
+    1e-5 below its high one (`BAND_MARGINS`): float32's rounding of a bound is 6e-8, and the
+    float64 steps the walk takes err by 1e-13 at most at the rates a draw can meet before
+    e^-rate underflows, so a rate in a band is one the walk counts the same. A draw at u = 0
+    (or 1, which float32 draws never are) has no bands.
+    """
+    u = uniform.astype(np.float64)
+    positive = (u > 0) & (u < 1)
+    x = -np.log(np.where(positive, u, 0.5))
+    above, below = BAND_MARGINS
+    bounds = [x] + [_count_bound(x, k) for k in range(1, BANDED_COUNTS + 1)]
+    bands = []
+    for k in range(BANDED_COUNTS):
+        bands.append(np.where(positive, bounds[k] * (1 + above), np.inf))
+        bands.append(np.where(positive, bounds[k + 1] * (1 - below), 0.0))
+    out: FloatArray = np.stack(bands, axis=-1).astype(np.float32)
+    return out
 
-    `uniform` (and `floor`, its `interruption_floor`, which the caller may keep with the
-    draws) broadcast to `rate`'s shape.
+
+def _draw_positions(
+    draws: tuple[int, ...], shape: tuple[int, ...], flat: npt.NDArray[np.intp]
+) -> npt.NDArray[np.intp]:
+    """Where each of `flat` (indices into an array of `shape`) reads its draw in draws of
+    shape `draws` broadcast to it, as an index into the draws flattened: without making the
+    broadcast copy (draws of the same shape, or repeated along a leading axis, as the job
+    draws are, are a single operation)."""
+    if draws == shape:
+        return flat
+    size = math.prod(draws)
+    if draws == (1, *shape[1:]):
+        out: npt.NDArray[np.intp] = flat % size
+        return out
+    at = np.unravel_index(flat, shape)
+    offset = len(shape) - len(draws)
+    return np.ravel_multi_index(
+        tuple(np.zeros_like(flat) if n == 1 else at[offset + i] for i, n in enumerate(draws)),
+        draws,
+    )
+
+
+def _interruptions(
+    rate: FloatArray,
+    uniform: FloatArray,
+    floor: FloatArray | None = None,
+    band: FloatArray | None = None,
+) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    """Poisson counts by inverse transform, so a larger rate never gives a smaller count: the
+    flat indices into `rate` of the draws that may see an interruption, and their counts (a
+    few of them 0). Every other draw sees none.
+
+    `uniform`, and `floor` and `band` (its `interruption_floor` and `interruption_band`, which
+    the caller may keep with the draws) broadcast to `rate`'s shape. The floor rules out most
+    draws in one float32 comparison; of the rest, a draw in one of its bands sees that band's
+    count; only the others are decided and walked up the CDF in float64 (`_walk`). Answered
+    sparse, so that a pass adds the interruptions' cost to a runtime where there are any, not
+    over every draw.
     """
     if floor is None:
         floor = interruption_floor(uniform)
-    # The draws a float32 comparison cannot rule out are decided in float64. Nearly all of
-    # them see an interruption: counting them 1 from the start leaves only the few that do
-    # not, and those that see more, to write (a scatter over all of them had cost more than
-    # the arithmetic).
-    seen = rate >= floor
-    counts: FloatArray = seen.astype(rate.dtype)
-    flat_counts = counts.reshape(-1)
-    todo = np.flatnonzero(seen)
+    if band is None:
+        band = interruption_band(uniform)
+    todo = np.flatnonzero(rate >= floor)
+    counts: FloatArray
     if todo.size == 0:
-        return counts
-    r = rate.reshape(-1)[todo].astype(np.float64)
-    u = _flat_take(uniform, rate.shape, todo).astype(np.float64)
+        return todo, np.zeros(0, dtype=rate.dtype)
+    r = rate.reshape(-1)[todo]
+    at = _draw_positions(uniform.shape, rate.shape, todo)
+    bounds = np.take(band.reshape(-1, 2 * BANDED_COUNTS), at, axis=0)
+    counts = np.zeros(todo.size, dtype=rate.dtype)
+    for k in range(BANDED_COUNTS):
+        inside = (r >= bounds[:, 2 * k]) & (r < bounds[:, 2 * k + 1])
+        counts += inside if k == 0 else inside * np.float32(k + 1)
+    walk = np.flatnonzero(counts == 0)
+    if walk.size:
+        counts[walk] = _walk(
+            r[walk].astype(np.float64), uniform.reshape(-1)[at[walk]].astype(np.float64)
+        )
+    return todo, counts
+
+
+def _poisson_inverse(
+    rate: FloatArray,
+    uniform: FloatArray,
+    floor: FloatArray | None = None,
+    band: FloatArray | None = None,
+) -> FloatArray:
+    """`_interruptions` as an array of counts of `rate`'s shape."""
+    counts: FloatArray = np.zeros(rate.shape, dtype=rate.dtype)
+    todo, found = _interruptions(rate, uniform, floor, band)
+    counts.reshape(-1)[todo] = found
+    return counts
+
+
+def _walk(r: FloatArray, u: FloatArray) -> FloatArray:
+    """Each draw's count, in float64 and in log space (e^-rate underflows for large rates),
+    up the CDF from 0; the walk always ends: it stops far in the tail even if rounding keeps
+    the CDF below the draw. The first `POISSON_STEPS` steps go one at a time over the draws
+    still walking; the rest in blocks of `POISSON_BLOCKS`, each step's probability from its
+    closed form (k log r - r - log k!): one array operation per step had made long walks half
+    the time of a replay."""
+    # Nearly all of the draws see an interruption: counting them 1 from the start leaves only
+    # the few that do not, and those that see more, to write.
+    counts = np.ones(r.size)
     log_p = -r
     cdf = np.exp(log_p)
     interrupted = u >= cdf
-    flat_counts[todo[np.flatnonzero(~interrupted)]] = 0
+    counts[~interrupted] = 0
     log_r = np.log(np.maximum(r, 1e-300))
     # The first steps, one at a time (the CDF only rises, so counting the steps still below
     # the draw is where each walk stops). Most walks end at one interruption: after the first
@@ -180,19 +270,19 @@ def _poisson_inverse(
     log_p = log_p + log_r
     cdf += np.exp(log_p)
     on = np.flatnonzero(interrupted & (cdf < u))
-    todo, r, u, log_r, log_p, cdf = todo[on], r[on], u[on], log_r[on], log_p[on], cdf[on]
-    count = np.full(todo.size, 2.0)
+    r, u, log_r, log_p, cdf = r[on], u[on], log_r[on], log_p[on], cdf[on]
+    count = np.full(on.size, 2.0)
     for k in range(2, POISSON_STEPS + 1):
         log_p += log_r
         log_p -= np.log(k)
         cdf += np.exp(log_p)
         if k < POISSON_STEPS:
             count += cdf < u
-    flat_counts[todo] = count
+    counts[on] = count
     going = cdf < u
     _walk_blocks(
-        flat_counts,
-        todo[going],
+        counts,
+        on[going],
         r=r[going],
         u=u[going],
         log_r=log_r[going],
@@ -432,26 +522,31 @@ def draw_rows(width: int) -> int:
     return max(64, 1 << max(width - 1, 0).bit_length())
 
 
-def _job_draws(seed: int, samples: int, width: int) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Runtime and interruption draws, and the interruption draws' `interruption_floor`, each
-    (job, sample), alike for every problem of the same width.
+def _job_draws(
+    seed: int, samples: int, width: int
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Runtime and interruption draws, and the interruption draws' `interruption_floor` and
+    `interruption_band`, each (job, sample), alike for every problem of the same width.
 
     Drawn job by job, so a problem reads the first `width` rows of one array per seed and
     sample count. A cache per width held an array for every queue length a process ever met:
     up to 3 GB once queues of 1 to 1,000 jobs had been seen, growing with the cluster.
     """
-    normal, uniform, floor = _job_rows(seed, samples, draw_rows(width))
-    return normal[:width], uniform[:width], floor[:width]
+    normal, uniform, floor, band = _job_rows(seed, samples, draw_rows(width))
+    return normal[:width], uniform[:width], floor[:width], band[:width]
 
 
 @lru_cache(maxsize=8)
-def _job_rows(seed: int, samples: int, rows: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _job_rows(
+    seed: int, samples: int, rows: int
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     normal = np.random.default_rng([seed, 2]).standard_normal((rows, samples), dtype=np.float32)
     uniform = np.random.default_rng([seed, 3]).random((rows, samples), dtype=np.float32)
     floor = interruption_floor(uniform)
-    for array in (normal, uniform, floor):
+    band = interruption_band(uniform)
+    for array in (normal, uniform, floor, band):
         array.flags.writeable = False
-    return normal, uniform, floor
+    return normal, uniform, floor, band
 
 
 @lru_cache(maxsize=1024)
@@ -579,6 +674,8 @@ class _Inputs:
     z: FloatArray
     v: FloatArray
     f: FloatArray
+    b: FloatArray
+    """`interruption_band` of `v` (its bands on a last axis)."""
     delivered: FloatArray
 
     def part(self, rows: npt.NDArray[np.intp] | slice, columns: slice) -> _Inputs:
@@ -597,6 +694,7 @@ class _Inputs:
             z=self.z[draws, :, columns],
             v=self.v[draws, :, columns],
             f=self.f[draws, :, columns],
+            b=self.b[draws, :, columns],
             delivered=self.delivered[rows, columns],
         )
 
@@ -625,10 +723,15 @@ def _finishes(given: _Inputs) -> FloatArray:
     nodes = np.ceil(jobs.gpus / given.per_node[:, None]) * read
     expected = (given.rate[:, None] * nodes).astype(np.float32)[:, :, None] * spot_share[:, None, :]
     expected *= duration  # interruptions expected over each runtime
-    effective = _poisson_inverse(expected, given.v, given.f)
+    hit, counts = _interruptions(expected, given.v, given.f, given.b)
     loss = (jobs.checkpoint / 2 + given.latency[:, None]).astype(np.float32)
-    effective *= loss[:, :, None]
-    effective += duration  # the runtime plus the work each interruption loses
+    counts *= loss.reshape(-1)[hit // duration.shape[2]]
+    # The runtime plus the work each interruption loses, added where there are any (in place:
+    # the runtimes are this call's own).
+    effective = duration
+    flat = effective.view()
+    flat.shape = (-1,)  # a view, or an error: never a copy the sum would be lost in
+    flat[hit] += counts
     return _deadline_finish(jobs, effective, capacity, given.latency, stuck, waiting=waiting)
 
 
@@ -729,15 +832,17 @@ def _inputs(problems: Sequence[Problem], *, now: float, samples: int, seed: int)
     z: FloatArray
     v: FloatArray
     f: FloatArray
+    bands: FloatArray
     if all(n == width for n in counts):
-        normal, uniform, floor = _job_draws(seed, samples, width)
-        z, v, f = normal[None, :, :], uniform[None, :, :], floor[None, :, :]
+        normal, uniform, floor, band = _job_draws(seed, samples, width)
+        z, v, f, bands = normal[None], uniform[None], floor[None], band[None]
     else:
         z = np.zeros((batch, width, samples), dtype=np.float32)
         v = np.zeros((batch, width, samples), dtype=np.float32)
         f = np.full((batch, width, samples), np.inf, dtype=np.float32)
+        bands = np.zeros((batch, width, samples, 2 * BANDED_COUNTS), dtype=np.float32)
         for b, n in enumerate(counts):
-            z[b, :n], v[b, :n], f[b, :n] = _job_draws(seed, samples, n)
+            z[b, :n], v[b, :n], f[b, :n], bands[b, :n] = _job_draws(seed, samples, n)
     markets: dict[tuple[float, float], int] = {}
     rows = [
         markets.setdefault((float(a), float(c)), len(markets))
@@ -758,6 +863,7 @@ def _inputs(problems: Sequence[Problem], *, now: float, samples: int, seed: int)
         z=z,
         v=v,
         f=f,
+        b=bands,
         delivered=delivered,
     )
 

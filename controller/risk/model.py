@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -159,9 +159,12 @@ def project_workloads(
     return by_project
 
 
-def counts_toward(workload: WorkloadView, deadline: Deadline) -> bool:
-    """Whether the workload counts toward the deadline (its matchLabels, else its label)."""
-    return _counts(workload, deadline)
+def counting_toward(workloads: Iterable[WorkloadView], deadline: Deadline) -> list[WorkloadView]:
+    """Those of `workloads` that count toward the deadline (its matchLabels, else its label)."""
+    if deadline.match_labels:
+        return [w for w in workloads if _counts(w, deadline)]
+    name = deadline.name
+    return [w for w in workloads if w.deadline == name]
 
 
 def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
@@ -212,21 +215,20 @@ def _as_jobs(
     start: its time left is its runtime plus the rest of a node's launch (`latency`), or a
     whole launch more once one has passed, since whatever held it up then may still.
     """
-    if workload.expected_duration is not None:
-        total, sigma = workload.expected_duration, SIGMA_ANNOTATED
+    declared = workload.expected_duration
+    if declared is not None:
+        total, sigma = declared, SIGMA_ANNOTATED
     elif project in snapshot.median_runtime:
         total, sigma = snapshot.median_runtime[project], SIGMA_HISTORY
     else:
         total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
     if snapshot.runtimes is not None:
-        total, sigma = _learned(
-            snapshot.runtimes,
-            workload,
-            project,
-            total,
-            sigma,
-            memo={} if learned is None else learned,
-        )
+        memo = {} if learned is None else learned
+        key = (workload.queue or None, sigma, None if declared is not None else total)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _learned(snapshot.runtimes, project, key)
+        total, sigma = (total * found[0], found[1]) if declared is not None else found
     remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
     if workload.pods_waiting and workload.admitted_at is not None:
         waited = max(snapshot.now - workload.admitted_at, 0.0)
@@ -238,31 +240,21 @@ def _as_jobs(
 
 
 def _learned(
-    runtimes: RuntimeLearner,
-    workload: WorkloadView,
-    project: str,
-    total: float,
-    sigma: float,
-    *,
-    memo: _Learned,
+    runtimes: RuntimeLearner, project: str, key: tuple[str | None, float, float | None]
 ) -> tuple[float, float]:
-    """(mean, sigma) of the workload's runtime learned from its project's finished work, the
-    declared or prior (`total`, `sigma`) shrunk toward what that work showed. `memo` keeps
-    the project's answers for the pass: its workloads ask a handful of distinct questions
-    (a declared runtime scales by the same learned factor whatever it declares)."""
-    queue = workload.queue or None
-    declared = workload.expected_duration is not None
-    key = (queue, sigma, None if declared else total)
-    found = memo.get(key)
-    if found is None:
-        if declared:
-            estimate = runtimes.declared(project, 1.0, queue=queue, prior_sigma=sigma)
-        else:
-            estimate = runtimes.undeclared(
-                project, queue=queue, prior_mean_seconds=total, prior_sigma=sigma
-            )
-        found = memo[key] = (estimate.mean_seconds, estimate.sigma)
-    return (total * found[0], found[1]) if declared else found
+    """What the project's finished work says of a runtime, asked by `_Learned`'s key (queue,
+    prior sigma, prior mean or None for a declared runtime): the factor on a declared runtime
+    (the same whatever it declares) and the sigma, or the mean and sigma of an undeclared one,
+    the prior shrunk toward what that work showed. A pass keeps the answers per project: its
+    workloads ask a handful of distinct questions."""
+    queue, sigma, prior = key
+    if prior is None:
+        estimate = runtimes.declared(project, 1.0, queue=queue, prior_sigma=sigma)
+    else:
+        estimate = runtimes.undeclared(
+            project, queue=queue, prior_mean_seconds=prior, prior_sigma=sigma
+        )
+    return estimate.mean_seconds, estimate.sigma
 
 
 def _ordered(
@@ -878,7 +870,7 @@ def deadline_workloads(model: RiskModel, report: DeadlineReport) -> list[Workloa
     project = model.snapshot.policy_set.project(report.project)
     assert project is not None
     deadline = next(d for d in project.spec.deadlines if d.name == report.deadline)
-    return [w for w in model.by_project[report.project] if _counts(w, deadline)]
+    return counting_toward(model.by_project[report.project], deadline)
 
 
 __all__ = [
@@ -888,7 +880,7 @@ __all__ = [
     "LostWorkload",
     "RiskModel",
     "Snapshot",
-    "counts_toward",
+    "counting_toward",
     "cutoff",
     "deadline_workloads",
     "project_capacity",

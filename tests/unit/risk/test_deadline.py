@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from controller.risk.deadline import (
+    BANDED_COUNTS,
     HORIZON_SECONDS,
     SORT_NETWORK_ROWS,
     Capacity,
@@ -35,6 +36,7 @@ from controller.risk.deadline import (
     drain_times,
     estimate,
     estimate_many,
+    interruption_band,
 )
 
 FIXED_NOW = 1_800_000_000.0
@@ -710,3 +712,43 @@ def test_poisson_counts_are_the_float64_step_by_step_ones(scale: float) -> None:
     uniform[100:150] = np.nextafter(uniform[:50], np.float32(0))
     counts = _poisson_inverse(rate, uniform)
     assert counts.tolist() == _poisson_in_float64(rate, uniform)
+
+
+def test_a_draws_bands_are_the_rates_where_its_count_steps_up() -> None:
+    """u = e^-1: one interruption from rate 1 (e^-r <= u), two from r - ln(1 + r) = 1 (r =
+    2.1462), three from r - ln(1 + r + r^2 / 2) = 1 (r = 3.2585), each band a little inside."""
+    low1, high1, low2, high2 = interruption_band(np.array([math.exp(-1)], np.float32))[0]
+    assert BANDED_COUNTS == 2
+    assert low1 == pytest.approx(1.0, abs=1e-4) and low1 > 1.0
+    assert high1 == pytest.approx(2.1462, abs=1e-4)
+    assert low2 == pytest.approx(2.1462, abs=1e-3) and low2 > high1
+    assert high2 == pytest.approx(3.2585, abs=1e-3)
+    # At u = 0 only rates whose e^-rate underflows see an interruption: no band.
+    none = interruption_band(np.array([0.0], np.float32))[0]
+    assert none[0] == INF and none[2] == INF
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 0.1, 1.0, 30.0])
+def test_poisson_counts_at_the_edges_of_the_bands_are_the_float64_ones(scale: float) -> None:
+    """Rates right at a draw's bands' edges, and a few float32 steps either side: where a band
+    too wide would answer a count the walk would not."""
+    rng = np.random.default_rng(11)
+    uniform = rng.random(200).astype(np.float32)
+    uniform[:20] = (1 - rng.random(20) * scale).astype(np.float32)
+    bands = interruption_band(uniform)
+    rates = [bands[:, i] for i in range(bands.shape[1])]
+    rates += [np.nextafter(r, np.float32(s)) for r in rates[:4] for s in (0, np.inf)]
+    rates += [(bands[:, i] * (1 + d)).astype(np.float32) for i in range(4) for d in (-3e-5, 2e-5)]
+    rate = np.concatenate(rates)
+    rate[~(rate < 1e3)] = 0  # the bounds of draws without bands, and the float32 steps off them
+    drawn = np.tile(uniform, len(rates))
+    assert _poisson_inverse(rate, drawn).tolist() == _poisson_in_float64(rate, drawn)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (1, 4, 5), (4, 5), (1, 1, 5), (5,)])
+def test_poisson_counts_read_broadcast_draws_as_their_copy(shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(3)
+    rate = (rng.random((3, 4, 5)) * 3).astype(np.float32)
+    uniform = rng.random(shape).astype(np.float32)
+    whole = np.broadcast_to(uniform, rate.shape).copy()
+    assert _poisson_inverse(rate, uniform).tolist() == _poisson_inverse(rate, whole).tolist()
