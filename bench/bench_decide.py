@@ -28,7 +28,9 @@ it: the default policy has it off), and the controller's judging of the deadline
 learning, as a live controller runs: 10 Workloads changed and 10 more finished workloads
 learned before each pass, the other projects' estimates carried.
 The pass runs with the cyclic collector paused (`controller/collector.py`); its CPU here
-includes the collection it leaves for after it (`gc.collect(1)`, timed right after).
+includes the collection it leaves for after it (`gc.collect(1)`, timed right after). The
+process keeps freed memory for the next pass, as the controller's does
+(`controller/allocator.py`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller import names
+from controller.allocator import keep_freed_memory
 from controller.api.loader import load_policy_set
 from controller.api.policy_set import PolicySet
 from controller.capacity import FlavorQuota, PoolTarget, spot_allowed
@@ -338,6 +341,7 @@ def new_policy_pass(
 
 
 def main() -> None:
+    keep_freed_memory()  # as the controller's process does (controller/allocator.py)
     documents = [
         (f"doc#{i}", d) for i, d in enumerate(synthetic_documents(projects=PROJECTS, pools=POOLS))
     ]

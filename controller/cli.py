@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller import __version__, collector, logs, names
+from controller import __version__, allocator, collector, logs, names
 from controller.api.loader import load_path
 from controller.api.policy_set import InvalidPolicyError, PolicySet
 from controller.api.semantics import policy_warnings
@@ -256,6 +256,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     logs.configure(json={"json": True, "console": False}.get(args.log_format))
     collector.for_a_watch_cache()
+    allocator.keep_freed_memory()
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     try:
         client = KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
@@ -541,6 +542,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Many simulations over a grid of traces, seeds and policy settings; see
     controller.sim.sweep. A refused grid exits 2, like a wrong command line; a failed cell 1."""
+    allocator.keep_freed_memory()  # cells run here when there is one worker
     executor: sim_sweep.Executor = sim_sweep.LocalExecutor(jobs=args.jobs)
     if args.ray is not None:
         # Imported only when asked for: Ray is an optional extra.

@@ -15,9 +15,10 @@ decision search (`oracle`), and the predicted wait of each ClusterQueue.
 
 from __future__ import annotations
 
+import itertools
 import math
 import zoneinfo
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -159,12 +160,17 @@ def project_workloads(
     return by_project
 
 
-def counting_toward(workloads: Iterable[WorkloadView], deadline: Deadline) -> list[WorkloadView]:
+def counting_toward(workloads: Sequence[WorkloadView], deadline: Deadline) -> list[WorkloadView]:
     """Those of `workloads` that count toward the deadline (its matchLabels, else its label)."""
+    return list(itertools.compress(workloads, _counting_flags(workloads, deadline)))
+
+
+def _counting_flags(workloads: Sequence[WorkloadView], deadline: Deadline) -> list[bool]:
+    """Whether each of `workloads` counts toward the deadline (`_counts`, for many at once)."""
     if deadline.match_labels:
-        return [w for w in workloads if _counts(w, deadline)]
+        return [_counts(w, deadline) for w in workloads]
     name = deadline.name
-    return [w for w in workloads if w.deadline == name]
+    return [w.deadline == name for w in workloads]
 
 
 def _counts(workload: WorkloadView, deadline: Deadline) -> bool:
@@ -203,40 +209,51 @@ None for a declared runtime) -> (mean, or the factor on the declaration; sigma).
 
 
 def _as_jobs(
-    workload: WorkloadView,
-    snapshot: Snapshot,
-    project: str,
-    latency: float,
-    learned: _Learned | None = None,
+    workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
 ) -> tuple[Job, Job]:
-    """The workload as the model sees it: not counting toward a deadline, and counting.
+    """The workload as the model sees it: not counting toward a deadline, and counting
+    (`_project_jobs` of it alone)."""
+    return _project_jobs((workload,), snapshot, project, latency)[id(workload)]
+
+
+def _project_jobs(
+    workloads: Sequence[WorkloadView], snapshot: Snapshot, project: str, latency: float
+) -> dict[int, tuple[Job, Job]]:
+    """id(view) -> each of the project's workloads as the model sees it: not counting toward a
+    deadline, and counting. One loop for the project's workloads, since a pass makes some
+    10,000 of them and what they share (the project's fallback runtime, what its finished work
+    taught) is looked up once.
 
     An admitted workload whose pods Kueue reports not ready holds its GPUs and has yet to
     start: its time left is its runtime plus the rest of a node's launch (`latency`), or a
     whole launch more once one has passed, since whatever held it up then may still.
     """
-    declared = workload.expected_duration
-    if declared is not None:
-        total, sigma = declared, SIGMA_ANNOTATED
-    elif project in snapshot.median_runtime:
-        total, sigma = snapshot.median_runtime[project], SIGMA_HISTORY
-    else:
-        total, sigma = PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR
-    if snapshot.runtimes is not None:
-        memo = {} if learned is None else learned
-        key = (workload.queue or None, sigma, None if declared is not None else total)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = _learned(snapshot.runtimes, project, key)
-        total, sigma = (total * found[0], found[1]) if declared is not None else found
-    remaining = max(total - workload.elapsed(snapshot.now), total * 0.1)
-    if workload.pods_waiting and workload.admitted_at is not None:
-        waited = max(snapshot.now - workload.admitted_at, 0.0)
-        remaining += latency - waited if waited < latency else latency
-    checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
-    fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
-    # Straight to the tuple: a pass makes two per workload, and `Job(...)` costs a call more.
-    return _new_job(Job, (*fields, False)), _new_job(Job, (*fields, True))
+    now, runtimes = snapshot.now, snapshot.runtimes
+    fallback = (
+        (snapshot.median_runtime[project], SIGMA_HISTORY)
+        if project in snapshot.median_runtime
+        else (PRIOR_RUNTIME_SECONDS, SIGMA_PRIOR)
+    )
+    learned: _Learned = {}
+    out: dict[int, tuple[Job, Job]] = {}
+    for workload in workloads:
+        declared = workload.expected_duration
+        total, sigma = (declared, SIGMA_ANNOTATED) if declared is not None else fallback
+        if runtimes is not None:
+            key = (workload.queue or None, sigma, None if declared is not None else total)
+            found = learned.get(key)
+            if found is None:
+                found = learned[key] = _learned(runtimes, project, key)
+            total, sigma = (total * found[0], found[1]) if declared is not None else found
+        remaining = max(total - workload.elapsed(now), total * 0.1)
+        if workload.pods_waiting and workload.admitted_at is not None:
+            waited = max(now - workload.admitted_at, 0.0)
+            remaining += latency - waited if waited < latency else latency
+        checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
+        fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
+        # Straight to the tuple: `Job(...)` costs a call more.
+        out[id(workload)] = (_new_job(Job, (*fields, False)), _new_job(Job, (*fields, True)))
+    return out
 
 
 def _learned(
@@ -447,7 +464,7 @@ class RiskModel:
         key = (project, deadline.name)
         if key not in self._jobs:
             ordered = self._queue(project)[: self.snapshot.max_jobs]
-            counted = [_counts(w, deadline) for w in ordered]
+            counted = _counting_flags(ordered, deadline)
             jobs = self._jobs_by_view(project)
             self._jobs[key] = tuple(jobs[id(w)][c] for w, c in zip(ordered, counted, strict=True))
             self._counted[key] = sum(counted)
@@ -465,11 +482,9 @@ class RiskModel:
             # project's pools, as its capacity has it.
             known = snapshot.policy_set.project(project)
             latency = self._capacity(known).provisioning_latency_seconds if known else 0.0
-            learned: _Learned = {}
-            found = self._job_of[project] = {
-                id(w): _as_jobs(w, snapshot, project, latency, learned)
-                for w in self.by_project[project]
-            }
+            found = self._job_of[project] = _project_jobs(
+                self.by_project[project], snapshot, project, latency
+            )
         return found
 
     def _queue(self, name: str) -> list[WorkloadView]:

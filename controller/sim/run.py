@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from controller.allocator import keep_freed_memory
 from controller.api.policy_set import PolicySet
 from controller.sim import plots
 from controller.sim.assign import AssignmentRule, assign_jobs
@@ -301,6 +302,7 @@ replays."""
 def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob], scored_from: float) -> None:
     global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
     _worker_inputs = (policy_set, jobs, scored_from)
+    keep_freed_memory()
 
 
 def _replay_in_worker(spec: RunSpec, seed: int) -> tuple[RunResult, float, float]:
@@ -644,6 +646,7 @@ def simulate(
     bar when `tty`, by default when `err` is a terminal); the summary tables and the files
     written go to `out`.
     """
+    keep_freed_memory()  # the replay's passes, here (each worker sets it as it starts)
     started = time.perf_counter()
     inputs = prepare(
         trace_path,

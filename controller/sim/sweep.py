@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from controller.allocator import keep_freed_memory
 from controller.api.loader import load_policy_set, read_documents
 from controller.api.policy_set import InvalidPolicyError
 from controller.sim import plots, sweep_plots
@@ -215,6 +216,7 @@ _worker_inputs: Mapping[str, CellInputs] | None = None
 def _start_worker(inputs: Mapping[str, CellInputs]) -> None:
     global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
     _worker_inputs = inputs
+    keep_freed_memory()
     # Ctrl-C is the sweep's to handle: it ends the workers itself (`_stop_now`).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -1,0 +1,49 @@
+"""Freed array memory kept for the next pass, not handed back to the system each time.
+
+A decision pass works in arrays of up to some megabytes (a batch of estimates is problems x
+jobs x samples in float32), made and freed many times a pass. glibc's allocator serves a
+request above its mmap threshold with fresh pages from the system and unmaps them when it is
+freed; the threshold starts at 128 KiB and rises only as such chunks are freed, and the top of
+the heap goes back to the system once more than the trim threshold (twice that) is free
+there. So a pass's arrays came as fresh pages again and again, each page's first touch a fault
+the kernel serves by zeroing it: 112,000 faults in the decision benchmark's learned pass (1,000
+projects x 10,000 pending workloads), 31,000 with the thresholds fixed here, and 6 % of the
+pass's CPU (`bench/bench_decide.py`, which sets them as the controller does). The most the
+process holds at once does not change (its largest arrays are what they were); what changes
+is that memory freed by one pass stays in the process for the next.
+
+Process-wide, and set once at start: the controller (`quartermaster run`), the replays (each
+worker) and the decision benchmark call `keep_freed_memory`. Elsewhere than glibc (musl, macOS)
+it does nothing and says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+"""Requests below this come from the heap: every array a pass makes (the largest, a few
+megabytes at 1,000 projects, far under it); glibc's own ceiling for the threshold it moves."""
+TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+"""Free memory at the top of the heap kept rather than given back: a pass's worth of arrays."""
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+"""`mallopt` parameters, from glibc's malloc.h."""
+
+
+def keep_freed_memory() -> bool:
+    """Fix glibc's mmap and trim thresholds (see the module docstring); whether it could."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
