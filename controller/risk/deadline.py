@@ -594,8 +594,13 @@ def _deadline_finish(
     # Each counted workload is done no earlier than its own runtime after its start (now when
     # it runs, the provisioning latency when it waits) ...
     start = np.where(jobs.running, 0.0, latency[:, None])
-    offset = np.where(counted, np.where(stuck, HORIZON_SECONDS, start), -np.inf)
-    finish = np.max(effective + offset.astype(np.float32)[:, :, None], axis=1)
+    offset = np.where(counted, np.where(stuck, HORIZON_SECONDS, start), -np.inf).astype(np.float32)
+    # Job by job into one (problem, sample) array: no (problem, job, sample) sum to reduce.
+    finish = effective[:, 0, :] + offset[:, 0, None]
+    done = np.empty_like(finish)
+    for j in range(1, effective.shape[1]):
+        np.add(effective[:, j, :], offset[:, j, None], out=done)
+        np.maximum(finish, done, out=finish)
     # ... and the waiting ones no earlier than the queued work up to the last of them has
     # drained (drain times rise with the work, so the last one's is the latest).
     last, ahead = waiting

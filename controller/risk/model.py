@@ -731,18 +731,19 @@ class RiskModel:
         out: dict[tuple[str, str], float | None] = {}
         self._slacks[project.name] = out
         now = self.snapshot.now
-        open_deadlines = self._open_deadlines(project)
         of_view = self._jobs_by_view(project.name)
-        for workload in self.by_project[project.name]:
-            if not workload.pending:
-                continue
-            remaining = of_view[id(workload)][1].mean_seconds
-            slacks = [
-                self._cutoffs[(project.name, d.name)] - now - remaining
-                for d in open_deadlines
-                if _counts(workload, d)
-            ]
-            out[(workload.namespace, workload.name)] = min(slacks) if slacks else None
+        pending = [w for w in self.by_project[project.name] if w.pending]
+        remaining = [of_view[id(w)][1].mean_seconds for w in pending]
+        least: list[float | None] = [None] * len(pending)
+        # Deadline by deadline, over the workloads counting toward each.
+        for deadline in self._open_deadlines(project):
+            left = self._cutoffs[(project.name, deadline.name)] - now
+            for i, counts in enumerate(_counting_flags(pending, deadline)):
+                if counts:
+                    slack, known = left - remaining[i], least[i]
+                    least[i] = slack if known is None or slack < known else known
+        for workload, found in zip(pending, least, strict=True):
+            out[(workload.namespace, workload.name)] = found
         return out
 
     def _pending_deadline_jobs(self) -> list[_DeadlineWork]:
