@@ -135,18 +135,26 @@ def interruption_floor(uniform: FloatArray) -> FloatArray:
 
 def _count_bound(x: FloatArray, count: int) -> FloatArray:
     """Per x > 0, the rate at which a draw u = e^-x starts to see more than `count`
-    interruptions: r with P(N <= count) = u for N ~ Poisson(r), that is r - log(sum of r^i / i!
-    for i <= count) = x (float64, by bisection: the left side rises from 0 at r = 0 and is past
-    x at 2x + 3 sqrt(x) + 2 count + 1)."""
-    low: FloatArray = np.zeros_like(x)
-    high: FloatArray = 2 * x + 3 * np.sqrt(x) + 2 * count + 1
-    for _ in range(80):
-        mid = (low + high) / 2
-        terms = np.cumprod(mid[..., None] / np.arange(1, count + 1), axis=-1).sum(axis=-1)
-        below = mid - np.log1p(terms) < x
-        low = np.where(below, mid, low)
-        high = np.where(below, high, mid)
-    return high
+    interruptions: r with P(N <= count) = u for N ~ Poisson(r), that is f(r) = r - log(sum of
+    r^i / i! for i <= count) = x (float64).
+
+    By Newton's method: f rises, and is convex (its slope, P(N = count) / P(N <= count),
+    rises with r), so from any start every step after the first lands at or right of the
+    root and the steps shrink to it. The start is where f's leading term near 0,
+    r^(count + 1) / (count + 1)!, or f's bound r, reaches x: five or six steps from the root
+    to a relative 1e-10, where f's rounding near 0 stops them (the bands' margins are 1e-5)."""
+    r: FloatArray = np.maximum((math.factorial(count + 1) * x) ** (1 / (count + 1)), x)
+    for _ in range(50):
+        term = np.ones_like(r)
+        tail = np.zeros_like(r)  # sum of r^i / i! for 1 <= i <= count
+        for i in range(1, count + 1):
+            term = term * r / i
+            tail += term
+        step = (r - np.log1p(tail) - x) * (1 + tail) / term
+        r = r - step
+        if np.all(np.abs(step) <= 1e-10 * r):
+            break
+    return r
 
 
 def interruption_band(uniform: FloatArray) -> FloatArray:

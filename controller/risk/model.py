@@ -238,21 +238,35 @@ def _project_jobs(
     out: dict[int, tuple[Job, Job]] = {}
     for workload in workloads:
         declared = workload.expected_duration
-        total, sigma = (declared, SIGMA_ANNOTATED) if declared is not None else fallback
+        if declared is not None:
+            total, sigma = declared, SIGMA_ANNOTATED
+        else:
+            total, sigma = fallback
         if runtimes is not None:
             key = (workload.queue or None, sigma, None if declared is not None else total)
             found = learned.get(key)
             if found is None:
                 found = learned[key] = _learned(runtimes, project, key)
-            total, sigma = (total * found[0], found[1]) if declared is not None else found
-        remaining = max(total - workload.elapsed(now), total * 0.1)
-        if workload.pods_waiting and workload.admitted_at is not None:
-            waited = max(now - workload.admitted_at, 0.0)
+            if declared is not None:
+                total, sigma = total * found[0], found[1]
+            else:
+                total, sigma = found
+        admitted = workload.admitted_at
+        # Pending work has run only its earlier admissions (`elapsed`, without the call).
+        done = workload.past_execution_seconds if admitted is None else workload.elapsed(now)
+        left = total - done
+        least = total * 0.1
+        remaining = left if left >= least else least
+        if admitted is not None and workload.pods_waiting:
+            waited = max(now - admitted, 0.0)
             remaining += latency - waited if waited < latency else latency
+        gpus, running = workload.gpus, workload.running
         checkpoint = workload.checkpoint_interval or DEFAULT_CHECKPOINT_SECONDS
-        fields = (workload.gpus, remaining, sigma, workload.running, checkpoint)
-        # Straight to the tuple: `Job(...)` costs a call more.
-        out[id(workload)] = (_new_job(Job, (*fields, False)), _new_job(Job, (*fields, True)))
+        # Straight to the tuples: `Job(...)` costs a call more.
+        out[id(workload)] = (
+            _new_job(Job, (gpus, remaining, sigma, running, checkpoint, False)),
+            _new_job(Job, (gpus, remaining, sigma, running, checkpoint, True)),
+        )
     return out
 
 
