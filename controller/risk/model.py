@@ -16,7 +16,6 @@ decision search (`oracle`), and the predicted wait of each ClusterQueue.
 from __future__ import annotations
 
 import itertools
-import math
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -185,19 +184,23 @@ deadline and its cutoff, and its job as the model sees it (counting)."""
 
 
 def _earliest(
-    workload: WorkloadView,
+    workloads: Sequence[WorkloadView],
     deadlines: Sequence[Deadline],
     project: str,
     cutoffs: Mapping[tuple[str, str], float],
-) -> tuple[Deadline, float] | None:
-    """The earliest of `deadlines` the workload counts toward, with its cutoff (the first
-    listed of those due at once)."""
-    first: Deadline | None = None
-    at = math.inf
+) -> list[tuple[Deadline, float] | None]:
+    """For each of `workloads`, the earliest of `deadlines` it counts toward, with its cutoff
+    (the first listed of those due at once), or None: deadline by deadline, over the
+    workloads counting toward each."""
+    found: list[tuple[Deadline, float] | None] = [None] * len(workloads)
     for deadline in deadlines:
-        if _counts(workload, deadline) and cutoffs[(project, deadline.name)] < at:
-            first, at = deadline, cutoffs[(project, deadline.name)]
-    return None if first is None else (first, at)
+        at = cutoffs[(project, deadline.name)]
+        for i, counts in enumerate(_counting_flags(workloads, deadline)):
+            if counts:
+                known = found[i]
+                if known is None or at < known[1]:
+                    found[i] = (deadline, at)
+    return found
 
 
 _new_job = tuple.__new__
@@ -776,10 +779,10 @@ class RiskModel:
                 continue
             name = project.name
             of_view = self._jobs_by_view(name)
-            for workload in self.by_project[name]:
-                if not workload.pending:
-                    continue
-                found = _earliest(workload, open_deadlines, name, cutoffs)
+            pending = [w for w in self.by_project[name] if w.pending]
+            for workload, found in zip(
+                pending, _earliest(pending, open_deadlines, name, cutoffs), strict=True
+            ):
                 if found is not None:
                     first, at = found
                     out.append((project, workload, first, at, of_view[id(workload)][1]))
@@ -841,8 +844,9 @@ class RiskModel:
             open_deadlines = self._open_deadlines(project)
             of_view = self._jobs_by_view(name)
             latency = self._capacity(project).provisioning_latency_seconds
-            for workload in waiting:
-                found = _earliest(workload, open_deadlines, name, cutoffs)
+            for workload, found in zip(
+                waiting, _earliest(waiting, open_deadlines, name, cutoffs), strict=True
+            ):
                 if found is None:
                     continue
                 first, at = found
