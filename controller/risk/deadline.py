@@ -272,9 +272,9 @@ def _walk(r: FloatArray, u: FloatArray) -> FloatArray:
     counts[~interrupted] = 0
     log_r = np.log(np.maximum(r, 1e-300))
     # The first steps, one at a time (the CDF only rises, so counting the steps still below
-    # the draw is where each walk stops). Most walks end at one interruption: after the first
-    # step only the rest go on (each at two so far), and none is dropped between the steps
-    # after it. The tail limit, r + 40 sqrt(r) + 40, lies past all of them.
+    # the draw is where each walk stops). After the first step only the walks past one
+    # interruption go on (each at two so far), and none is dropped between the steps after
+    # it. The tail limit, r + 40 sqrt(r) + 40, lies past all of them.
     log_p = log_p + log_r
     cdf += np.exp(log_p)
     on = np.flatnonzero(interrupted & (cdf < u))

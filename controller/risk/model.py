@@ -750,17 +750,12 @@ class RiskModel:
         now = self.snapshot.now
         of_view = self._jobs_by_view(project.name)
         pending = [w for w in self.by_project[project.name] if w.pending]
-        remaining = [of_view[id(w)][1].mean_seconds for w in pending]
-        least: list[float | None] = [None] * len(pending)
-        # Deadline by deadline, over the workloads counting toward each.
-        for deadline in self._open_deadlines(project):
-            left = self._cutoffs[(project.name, deadline.name)] - now
-            for i, counts in enumerate(_counting_flags(pending, deadline)):
-                if counts:
-                    slack, known = left - remaining[i], least[i]
-                    least[i] = slack if known is None or slack < known else known
-        for workload, found in zip(pending, least, strict=True):
-            out[(workload.namespace, workload.name)] = found
+        earliest = _earliest(pending, self._open_deadlines(project), project.name, self._cutoffs)
+        # The least slack is the earliest cutoff's: the same remaining runtime for each.
+        for workload, found in zip(pending, earliest, strict=True):
+            out[(workload.namespace, workload.name)] = (
+                None if found is None else found[1] - now - of_view[id(workload)][1].mean_seconds
+            )
         return out
 
     def _pending_deadline_jobs(self) -> list[_DeadlineWork]:
