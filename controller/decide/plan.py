@@ -472,12 +472,9 @@ def _first_pool_quotas(
     """(project, pool, quota) of each project's first pool (of those named in `projects`,
     when given): where a lane's workload waits (Kueue tries the project's flavors in order,
     and the lane leaves it only on-demand ones)."""
-    chosen = (
-        policy_set.projects
-        if projects is None
-        else [p for name in projects if (p := policy_set.project(name)) is not None]
-    )
-    for project in chosen:
+    for project in policy_set.projects:
+        if projects is not None and project.name not in projects:
+            continue
         if project.spec.quotas:
             pool = project.spec.quotas[0].pool
             quota = applied.get((project.name, pool))

@@ -243,19 +243,6 @@ def _interruptions(
     return todo, counts
 
 
-def _poisson_inverse(
-    rate: FloatArray,
-    uniform: FloatArray,
-    floor: FloatArray | None = None,
-    band: FloatArray | None = None,
-) -> FloatArray:
-    """`_interruptions` as an array of counts of `rate`'s shape."""
-    counts: FloatArray = np.zeros(rate.shape, dtype=rate.dtype)
-    todo, found = _interruptions(rate, uniform, floor, band)
-    counts.reshape(-1)[todo] = found
-    return counts
-
-
 def _walk(r: FloatArray, u: FloatArray) -> FloatArray:
     """Each draw's count, in float64 and in log space (e^-rate underflows for large rates),
     up the CDF from 0; the walk always ends: it stops far in the tail even if rounding keeps
@@ -308,7 +295,7 @@ def _walk_blocks(
     log_r: FloatArray,
     cdf: FloatArray,
 ) -> None:
-    """The walks `_poisson_inverse` leaves after its first steps, `POISSON_BLOCKS` steps at a
+    """The walks `_walk` leaves after its first steps, `POISSON_BLOCKS` steps at a
     time: each draw's count written to `flat_counts` at its index in `todo` (rates `r`, their
     logs, the draws `u` and the CDF so far, in float64)."""
     # The tail limit as the first step at or past it (steps are whole numbers).

@@ -211,14 +211,6 @@ _Learned = dict[tuple[str | None, float, float | None], tuple[float, float]]
 None for a declared runtime) -> (mean, or the factor on the declaration; sigma)."""
 
 
-def _as_jobs(
-    workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
-) -> tuple[Job, Job]:
-    """The workload as the model sees it: not counting toward a deadline, and counting
-    (`_project_jobs` of it alone)."""
-    return _project_jobs((workload,), snapshot, project, latency)[id(workload)]
-
-
 def _project_jobs(
     workloads: Sequence[WorkloadView], snapshot: Snapshot, project: str, latency: float
 ) -> dict[int, tuple[Job, Job]]:

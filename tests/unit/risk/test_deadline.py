@@ -32,12 +32,21 @@ from controller.risk.deadline import (
     Capacity,
     Job,
     Problem,
-    _poisson_inverse,
+    _interruptions,
     drain_times,
     estimate,
     estimate_many,
     interruption_band,
 )
+
+
+def _poisson_inverse(rate: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """`_interruptions` as an array of counts of `rate`'s shape."""
+    counts = np.zeros(rate.shape, dtype=rate.dtype)
+    todo, found = _interruptions(rate, uniform)
+    counts.reshape(-1)[todo] = found
+    return counts
+
 
 FIXED_NOW = 1_800_000_000.0
 """Epoch seconds in January 2027: the magnitude the controller really works at."""

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from controller.api.types import Deadline
-from controller.risk.model import RiskModel, Snapshot, _as_jobs, project_capacity
+from controller.risk.deadline import Job
+from controller.risk.model import RiskModel, Snapshot, _project_jobs, project_capacity
 from controller.risk.pools import pool_stats
 from controller.risk.workloads import WorkloadView
 from tests.unit.decide.test_plan import EXAMPLE, FIXED_NOW, HOUR, workload
@@ -51,6 +52,13 @@ def snapshot(*workloads: WorkloadView, deadline_in: float = 2.2 * HOUR) -> Snaps
         now=FIXED_NOW,
         seed=7,
     )
+
+
+def _as_jobs(
+    workload: WorkloadView, snapshot: Snapshot, project: str, latency: float
+) -> tuple[Job, Job]:
+    """The workload as the model sees it, not counting toward a deadline and counting."""
+    return _project_jobs((workload,), snapshot, project, latency)[id(workload)]
 
 
 def train(**pods: float | bool | None) -> WorkloadView:
