@@ -31,6 +31,7 @@ from controller.sim.calibration import calibrate, calibrate_recalibrated
 from controller.sim.engine import POLICY, replay
 from controller.sim.model import RiskRecord
 from controller.sim.run import prepare, traces_dir
+from controller.sim.tables import as_list
 
 CASES = {
     "philly-busiest14d": ("philly.csv.gz", "busiest14d"),
@@ -93,8 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=seed,
                     scored_from=inputs.scored_from,
                 )
-                raw = calibrate(result.risk_log)
-                fixed = calibrate_recalibrated(result.risk_log)
+                log = as_list(result.risk_log)  # read three times: made into records once
+                raw = calibrate(log)
+                fixed = calibrate_recalibrated(log)
                 cpu = time.process_time() - started
                 if fixed is None:
                     print(f"{name} deadlines-from {rule} seed {seed}: no calibrated risk")
@@ -110,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"raw max dev {_f(worst_raw)} Brier {_f(raw.brier, 4)}; calibrated max dev "
                     f"{_f(worst)} Brier {_f(fixed.brier, 4)}: {'met' if ok else 'NOT MET'}"
                 )
-                for label, n, deadlines, deviation, stderr in clustered(result.risk_log):
+                for label, n, deadlines, deviation, stderr in clustered(log):
                     within = "within" if abs(deviation) <= 2 * stderr else "beyond"
                     print(
                         f"    {label}: {n:,} estimates of {deadlines:,} deadlines, deviation "

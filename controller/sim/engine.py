@@ -92,6 +92,7 @@ from controller.sim.model import (
     Sample,
     SimJob,
 )
+from controller.sim.tables import OutcomeTable, RiskTable
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
 DEADLINE_BIN = 6 * 3600.0
@@ -1156,7 +1157,7 @@ class Replay:
         demands = pool_demands(self.policy_set)
         return RunResult(
             name=self.spec.name,
-            outcomes=outcomes,
+            outcomes=OutcomeTable(outcomes),
             timeline=self.timeline,
             cost_by_capacity_type=dict(self.cost),
             gpu_hours_by_capacity_type=dict(self.gpu_hours),
@@ -1166,7 +1167,7 @@ class Replay:
             lane_moves=self.moves,
             wall_seconds=wall,
             unfinished=sum(1 for j in scored if j.finish is None),
-            risk_log=self._risk_records(),
+            risk_log=RiskTable(self._risk_records()),
             peak_provisioned=dict(self.peak),
             ceilings={
                 name: min(pool.max_gpus, demands[name].total_gpus)

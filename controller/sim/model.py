@@ -5,7 +5,7 @@ Kept apart from the engine so that reports, plots and tests read results without
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 INFEASIBLE = "infeasible at submit"
@@ -17,7 +17,7 @@ CAUSES = (INFEASIBLE, WAITED_FOR_QUOTA, WAITED_FOR_NODE, INTERRUPTED, PREEMPTED)
 """Why a deadline was missed, one cause per miss (see `controller.sim.attribution`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceJob:
     """One row of a trace, times in seconds from the trace's start."""
 
@@ -29,7 +29,7 @@ class TraceJob:
     """Absolute (seconds from trace start), when the trace carries a `deadline` column."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SimJob:
     """A trace job with what the replay gives it: a project, a tier, a deadline."""
 
@@ -46,7 +46,7 @@ class SimJob:
     checkpoint_seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobOutcome:
     job_id: str
     project: str
@@ -103,7 +103,7 @@ class JobOutcome:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FlavorGpus:
     """The GPUs of one pool and capacity type's nodes at a sample, by what they are doing.
 
@@ -119,7 +119,7 @@ class FlavorGpus:
     """On nodes launched and not ready yet (the pool's provisioning latency)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """The cluster at one moment of the timeline."""
 
@@ -137,7 +137,7 @@ class Sample:
     """Each pool's on-demand GPUs in the mix (its on-demand NodePool limit)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RiskRecord:
     """One risk the policy estimated for one deadline, and what became of the deadline."""
 
@@ -157,7 +157,8 @@ class RunResult:
     """One policy's (or baseline's) replay of one trace."""
 
     name: str
-    outcomes: list[JobOutcome] = field(default_factory=list)
+    outcomes: Sequence[JobOutcome] = field(default_factory=list)
+    """Per job of the window; a replay's as an `OutcomeTable` (a list's tenth of the memory)."""
     timeline: list[Sample] = field(default_factory=list)
     cost_by_capacity_type: dict[str, float] = field(default_factory=dict)
     """Dollars over the replay, for provisioned node GPU-hours."""
@@ -172,8 +173,9 @@ class RunResult:
     wall_seconds: float = 0.0
     unfinished: int = 0
     """Jobs still pending or running when the replay ended (counted as missed)."""
-    risk_log: list[RiskRecord] = field(default_factory=list)
-    """Every deadline risk the policy estimated, with its outcome (empty for baselines)."""
+    risk_log: Sequence[RiskRecord] = field(default_factory=list)
+    """Every deadline risk the policy estimated, with its outcome (empty for baselines); a
+    replay's as a `RiskTable`."""
     peak_provisioned: dict[str, float] = field(default_factory=dict)
     """Per pool, the most GPUs it had provisioned at once (nodes launched, not yet removed)."""
     ceilings: dict[str, int] = field(default_factory=dict)

@@ -43,6 +43,7 @@ from controller.sim.report import (
     RunFigures,
     format_seconds,
 )
+from controller.sim.tables import started_waits, submit_times
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist  # type: ignore[import-not-found, unused-ignore]
@@ -217,7 +218,7 @@ def timeline_window(results: Sequence[RunResult]) -> TimelineWindow:
     weeks, and what they cost is the cost plot's. The end drawn is the latest of the runs',
     plus a twentieth so the last step is seen, never past the data.
     """
-    last_submit = max((o.submit for r in results for o in r.outcomes), default=0.0)
+    last_submit = max((t for r in results for t in submit_times(r.outcomes)), default=0.0)
     last_sample = max((r.timeline[-1].time for r in results if r.timeline), default=0.0)
     end = last_submit
     for result in results:
@@ -392,12 +393,10 @@ def wait_figure(results: Sequence[RunResult], figures: Sequence[RunFigures]) -> 
     columns = min(len(groups), 2)
     rows = -(-len(groups) // columns)
     figure = _figure(6.0 * columns, 3.4 * rows + 0.6)
+    started = [started_waits(r.outcomes) for r in results]
     for g, group in enumerate(groups):
         ax: Axes = figure.add_subplot(rows, columns, g + 1)
-        by_run = [
-            [o.wait for o in r.outcomes if o.wait is not None and group in (ALL_TIERS, o.tier)]
-            for r in results
-        ]
+        by_run = [[wait for tier, wait in run if group in (ALL_TIERS, tier)] for run in started]
         scale = wait_axis(by_run)
         ax.set_title(_group_label(group))
         ax.set_ylabel("share of started jobs")

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller import names
@@ -60,6 +60,7 @@ from controller.sim.model import (
     JobOutcome,
     RunResult,
 )
+from controller.sim.tables import as_list
 
 SPOT, ON_DEMAND = names.SPOT, names.ON_DEMAND
 CAPACITY_TYPES = (SPOT, ON_DEMAND)
@@ -306,8 +307,10 @@ def run_figures(
     `tiers` orders (and may add empty) tiers; by default the tiers the jobs have, by name.
     `on_demand_only_cost` is that baseline's total cost, when it ran, for the relative cost.
     """
+    outcomes = as_list(result.outcomes)
+    risk_log = as_list(result.risk_log)
     by_tier: dict[str, list[JobOutcome]] = {}
-    for outcome in result.outcomes:
+    for outcome in outcomes:
         by_tier.setdefault(outcome.tier, []).append(outcome)
     order = list(tiers) if tiers is not None else sorted(by_tier)
     order += sorted(set(by_tier) - set(order))
@@ -320,26 +323,26 @@ def run_figures(
     )
     return RunFigures(
         name=result.name,
-        jobs=len(result.outcomes),
+        jobs=len(outcomes),
         tiers=tuple(tier_figures(t, by_tier.get(t, ())) for t in order),
-        overall=tier_figures(ALL_TIERS, result.outcomes),
+        overall=tier_figures(ALL_TIERS, outcomes),
         gpu_hours={ct: result.gpu_hours_by_capacity_type.get(ct, 0.0) for ct in CAPACITY_TYPES},
         cost=cost,
         cost_vs_on_demand_only=relative,
-        used_gpu_hours=sum(o.used_gpu_seconds for o in result.outcomes) / 3600.0,
+        used_gpu_hours=sum(o.used_gpu_seconds for o in outcomes) / 3600.0,
         mix_changes=result.mix_changes,
         decisions=result.decisions,
         lane_writes=result.lane_writes,
         lane_moves=result.lane_moves,
-        lost_gpu_hours=sum(o.lost_gpu_seconds for o in result.outcomes) / 3600.0,
-        interruptions=sum(o.interruptions for o in result.outcomes),
-        preemptions=sum(o.preemptions for o in result.outcomes),
+        lost_gpu_hours=sum(o.lost_gpu_seconds for o in outcomes) / 3600.0,
+        interruptions=sum(o.interruptions for o in outcomes),
+        preemptions=sum(o.preemptions for o in outcomes),
         unfinished=result.unfinished,
-        conservation=conservation(result.outcomes),
+        conservation=conservation(outcomes),
         peak_provisioned=dict(sorted(result.peak_provisioned.items())),
         ceilings=dict(sorted(result.ceilings.items())),
-        calibration=calibrate(result.risk_log) if result.risk_log else None,
-        recalibrated=calibrate_recalibrated(result.risk_log),
+        calibration=calibrate(risk_log) if risk_log else None,
+        recalibrated=calibrate_recalibrated(risk_log),
     )
 
 
@@ -347,9 +350,20 @@ def figures_for_runs(
     results: Sequence[RunResult], *, tiers: Sequence[str] | None = None
 ) -> list[RunFigures]:
     """Every run's figures, costs relative to the on-demand-only run when there is one."""
-    reference = next((r for r in results if r.name == ON_DEMAND_ONLY), None)
-    reference_cost = sum(reference.cost_by_capacity_type.values()) if reference else None
-    return [run_figures(r, tiers=tiers, on_demand_only_cost=reference_cost) for r in results]
+    return relative_costs([run_figures(r, tiers=tiers) for r in results])
+
+
+def relative_costs(figures: Sequence[RunFigures]) -> list[RunFigures]:
+    """The runs' figures with each cost relative to the on-demand-only run's, when there is one
+    (figures made run by run, where each replayed, cannot know it)."""
+    reference = next((f for f in figures if f.name == ON_DEMAND_ONLY), None)
+    reference_cost = sum(reference.cost.values()) if reference else None
+    if reference_cost is None or reference_cost <= 0:
+        return [replace(f, cost_vs_on_demand_only=None) for f in figures]
+    return [
+        replace(f, cost_vs_on_demand_only=100.0 * sum(f.cost.values()) / reference_cost)
+        for f in figures
+    ]
 
 
 # --------------------------------------------------------------------------- summary.json

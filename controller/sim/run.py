@@ -14,7 +14,10 @@ Runs are independent, so they replay in parallel worker processes, one per core 
 run (`jobs` caps it; 1 replays them one after the other in this process, with a progress bar
 on a terminal). Workers are spawned, not forked: each starts clean, imports only what a replay
 needs (never matplotlib, which only the parent's plots use), and is sent the policy and the
-jobs once, when it starts; it returns each run's result whole. A run's result depends on its
+jobs once, when it starts; it returns each run's result whole (its outcomes and estimates as
+column tables, `controller.sim.tables`, so that the parent holding seventeen runs of the
+whole Philly trace needs a fraction of a gigabyte, not two) and the run's figures, made where
+the outcomes are. A run's result depends on its
 inputs and seed alone, so summary.json is the same byte for byte whatever the number of
 workers.
 """
@@ -44,9 +47,10 @@ from controller.sim.model import RunResult, SimJob
 from controller.sim.report import (
     Measurement,
     RunFigures,
-    figures_for_runs,
+    relative_costs,
     render_json,
     render_markdown,
+    run_figures,
     summary_document,
     terminal_summary,
 )
@@ -305,13 +309,20 @@ def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob], scored_from: fl
     keep_freed_memory()
 
 
-def _replay_in_worker(spec: RunSpec, seed: int) -> tuple[RunResult, float, float]:
-    """One run in a worker: its result, wall seconds and the worker's peak RSS so far."""
+def _tier_order(policy_set: PolicySet) -> list[str]:
+    return [t.name for t in policy_set.policy.spec.tiers]
+
+
+def _replay_in_worker(spec: RunSpec, seed: int) -> tuple[RunResult, RunFigures, float, float]:
+    """One run in a worker: its result, its figures (costs not yet relative), wall seconds and
+    the worker's peak RSS so far. The figures are made here, where the outcomes are, in
+    parallel, rather than all at the end by the parent, from the outcome tables."""
     assert _worker_inputs is not None, "the worker was started without its inputs"
     policy_set, jobs, scored_from = _worker_inputs
     started = time.perf_counter()
     result = replay(policy_set, jobs, spec, seed=seed, scored_from=scored_from)
-    return result, time.perf_counter() - started, peak_rss_mib()
+    wall = time.perf_counter() - started
+    return result, run_figures(result, tiers=_tier_order(policy_set)), wall, peak_rss_mib()
 
 
 def _finished_line(result: RunResult, measurement: Measurement, width: int) -> str:
@@ -322,6 +333,16 @@ def _finished_line(result: RunResult, measurement: Measurement, width: int) -> s
     )
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """What `run_replays` gives back, each in `specs` order."""
+
+    results: list[RunResult]
+    figures: list[RunFigures]
+    """Each run's figures (`report.run_figures`, costs relative to on-demand-only's)."""
+    measurements: list[Measurement]
+
+
 def run_replays(
     inputs: Inputs,
     specs: Sequence[RunSpec],
@@ -330,11 +351,12 @@ def run_replays(
     err: TextIO,
     tty: bool | None = None,
     jobs: int | None = None,
-) -> tuple[list[RunResult], list[Measurement]]:
+) -> Replayed:
     """Replay the same jobs under each spec with the same seed, showing progress on `err`.
 
     With one worker (`worker_count`), in this process, a progress bar per run; with more, in
-    worker processes, a line per run as each finishes. Results come back in `specs` order.
+    worker processes, a line per run as each finishes. Each run's figures are made where it
+    was replayed, from its outcomes as they are.
     """
     width = max(len(s.name) for s in specs) if specs else 0
     workers = worker_count(len(specs), jobs)
@@ -343,6 +365,7 @@ def run_replays(
     err.write(f"replaying {len(specs)} runs in {workers} worker processes\n")
     err.flush()
     results: list[RunResult | None] = [None] * len(specs)
+    figures: list[RunFigures | None] = [None] * len(specs)
     measurements: list[Measurement | None] = [None] * len(specs)
     with ProcessPoolExecutor(
         max_workers=workers,
@@ -354,12 +377,16 @@ def run_replays(
         futures = {pool.submit(_replay_in_worker, spec, seed): i for i, spec in enumerate(specs)}
         for future in as_completed(futures):
             index = futures[future]
-            result, wall, rss = future.result()
+            result, figure, wall, rss = future.result()
             measurement = Measurement(specs[index].name, wall, rss)
             err.write(_finished_line(result, measurement, width) + "\n")
             err.flush()
-            results[index], measurements[index] = result, measurement
-    return [r for r in results if r is not None], [m for m in measurements if m is not None]
+            results[index], figures[index], measurements[index] = result, figure, measurement
+    return Replayed(
+        [r for r in results if r is not None],
+        relative_costs([f for f in figures if f is not None]),
+        [m for m in measurements if m is not None],
+    )
 
 
 def _replay_here(
@@ -370,8 +397,9 @@ def _replay_here(
     err: TextIO,
     tty: bool | None,
     width: int,
-) -> tuple[list[RunResult], list[Measurement]]:
+) -> Replayed:
     results: list[RunResult] = []
+    figures: list[RunFigures] = []
     measurements: list[Measurement] = []
     for spec in specs:
         bar = ProgressBar(err, spec.name.ljust(width), tty=tty)
@@ -387,8 +415,9 @@ def _replay_here(
         measurement = Measurement(spec.name, time.perf_counter() - started, peak_rss_mib())
         bar.finish(_finished_line(result, measurement, width))
         results.append(result)
+        figures.append(run_figures(result, tiers=_tier_order(inputs.policy_set)))
         measurements.append(measurement)
-    return results, measurements
+    return Replayed(results, relative_costs(figures), measurements)
 
 
 # --------------------------------------------------------------------------- outputs
@@ -666,9 +695,8 @@ def simulate(
         err.write(f"warning: {warning}\n")
     err.flush()
     specs = run_specs(baselines)
-    results, measurements = run_replays(inputs, specs, seed=seed, err=err, tty=tty, jobs=jobs)
-    tier_order = [t.name for t in inputs.policy_set.policy.spec.tiers]
-    figures = figures_for_runs(results, tiers=tier_order)
+    replayed = run_replays(inputs, specs, seed=seed, err=err, tty=tty, jobs=jobs)
+    results, figures, measurements = replayed.results, replayed.figures, replayed.measurements
     if not plots.available():
         err.write(f"plots skipped: matplotlib is not installed; {plots.INSTALL_HINT}\n")
     files = write_outputs(

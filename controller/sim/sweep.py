@@ -2,7 +2,7 @@
 into one table and its plots.
 
 Each cell is one simulation, run through the functions `simulate` runs (`run.prepare_trace`,
-`run.run_replays`, `report.figures_for_runs`), so a cell's figures are the ones `quartermaster
+`run.run_replays` and the figures it makes), so a cell's figures are the ones `quartermaster
 simulate` prints for the same trace, window, seed and policy. The grid is checked whole before
 anything runs (`sweep_grid`); the traces are read once here, and every cell of a trace input
 shares what was read: sent once to each local worker process, or put once in a Ray cluster's
@@ -42,7 +42,7 @@ from controller.allocator import keep_freed_memory
 from controller.api.loader import load_policy_set, read_documents
 from controller.api.policy_set import InvalidPolicyError
 from controller.sim import plots, sweep_plots
-from controller.sim.report import figures_for_runs, format_seconds, render_json
+from controller.sim.report import format_seconds, render_json
 from controller.sim.run import (
     DEFAULT_POLICY_SOURCE,
     peak_rss_any_mib,
@@ -156,10 +156,9 @@ def run_cell(inputs: CellInputs, task: CellTask) -> CellOutcome:
             policy_source=inputs.policy_source,
         )
         specs = run_specs(task.baselines)
-        results, _ = run_replays(
+        figures = run_replays(
             prepared, specs, seed=cell.seed, err=io.StringIO(), tty=False, jobs=1
-        )
-        figures = figures_for_runs(results, tiers=[t.name for t in policy_set.policy.spec.tiers])
+        ).figures
         record = ok_record(
             cell,
             task.key,

@@ -19,6 +19,7 @@ import pytest
 
 from controller.sim import run as sim_run
 from controller.sim.engine import BASELINES, POLICY, RunSpec, parse_run, replay
+from controller.sim.report import figures_for_runs, run_figures
 from controller.sim.run import Inputs, parse_baselines, prepare, run_replays, run_specs
 
 ALL = tuple(BASELINES)
@@ -153,28 +154,41 @@ def test_a_worker_replays_without_importing_matplotlib(tmp_path: Path) -> None:
         initializer=sim_run._start_worker,
         initargs=(inputs.policy_set, inputs.jobs, inputs.scored_from),
     ) as pool:
-        result, wall, rss = pool.submit(sim_run._replay_in_worker, POLICY, 2).result()
+        result, figures, wall, rss = pool.submit(sim_run._replay_in_worker, POLICY, 2).result()
         loaded = pool.submit(eval, MATPLOTLIB_LOADED).result()
     assert loaded == []
     here = replay(inputs.policy_set, inputs.jobs, POLICY, seed=2)
     assert replace(result, wall_seconds=0.0) == replace(here, wall_seconds=0.0)
+    assert figures == run_figures(here, tiers=[t.name for t in inputs.policy_set.policy.spec.tiers])
     assert wall > 0 and rss > 0
 
 
 def test_parallel_replays_return_in_spec_order_with_a_line_per_run(tmp_path: Path) -> None:
     inputs = small_inputs(tmp_path)
-    specs = [POLICY, BASELINES["all-spot"], RunSpec("static:0.5", "static", 0.5)]
+    specs = [POLICY, RunSpec("static:0.5", "static", 0.5), BASELINES["on-demand-only"]]
     err = io.StringIO()
-    results, measurements = run_replays(inputs, specs, seed=2, err=err, jobs=2)
-    assert [r.name for r in results] == ["policy", "all-spot", "static:0.5"]
-    assert [m.name for m in measurements] == ["policy", "all-spot", "static:0.5"]
-    in_process, _ = run_replays(inputs, specs, seed=2, err=io.StringIO(), jobs=1)
-    for parallel, here in zip(results, in_process, strict=True):
+    replayed = run_replays(inputs, specs, seed=2, err=err, jobs=2)
+    results, measurements = replayed.results, replayed.measurements
+    names = ["policy", "static:0.5", "on-demand-only"]
+    assert [r.name for r in results] == [m.name for m in measurements] == names
+    in_process = run_replays(inputs, specs, seed=2, err=io.StringIO(), jobs=1)
+    for parallel, here in zip(results, in_process.results, strict=True):
         assert parallel.outcomes == here.outcomes
         assert parallel.risk_log == here.risk_log
+    # Figures made run by run where each replayed are those made of all results at the end.
+    tiers = [t.name for t in inputs.policy_set.policy.spec.tiers]
+    assert replayed.figures == in_process.figures == figures_for_runs(results, tiers=tiers)
+    # Costs relative to on-demand-only's, though the worker that made each run's figures did
+    # not know it.
+    assert replayed.figures[-1].cost_vs_on_demand_only == 100.0
+    assert replayed.figures[1].cost_vs_on_demand_only == pytest.approx(
+        100.0
+        * sum(results[1].cost_by_capacity_type.values())
+        / sum(results[2].cost_by_capacity_type.values())
+    )
     lines = err.getvalue().splitlines()
     assert lines[0] == "replaying 3 runs in 2 worker processes"
-    assert sorted(line.split()[0] for line in lines[1:]) == ["all-spot", "policy", "static:0.5"]
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted(names)
     assert all("jobs finished in" in line for line in lines[1:])
     assert "\r" not in err.getvalue(), "no progress bars from workers"
 
