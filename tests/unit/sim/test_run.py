@@ -208,3 +208,20 @@ def test_the_ablations_are_the_policy_with_one_lever_off(
         deadline_order,
     )
     assert parse_baselines(f"all,{text}")[-1] == text
+
+
+def test_the_policy_and_its_ablations_are_submitted_first() -> None:
+    specs = run_specs(
+        parse_baselines("on-demand-only,reactive,static:0.5,policy-fifo,policy-no-lanes")
+    )
+    assert [s.name for s in specs][:1] == ["policy"]
+    order = sim_run.submission_order(specs)
+    assert [specs[i].name for i in order] == [
+        "policy",
+        "policy-fifo",
+        "policy-no-lanes",
+        "on-demand-only",
+        "reactive",
+        "static:0.5",
+    ]
+    assert sim_run.submission_order([]) == []
