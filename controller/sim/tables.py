@@ -3,11 +3,11 @@
 A replay of the whole Philly trace ends with 111,539 outcomes per run, and the policy's runs
 with some 800,000 risk estimates each; `simulate` gathers every run's in one process to report
 on them. As objects (an instance, its floats, a dict or strings of its own) an outcome takes
-about 600 bytes and an estimate about 350: 1.2 GiB of outcomes for the seventeen runs of
-`make bench-sim` with the static mixes and the ablations, and 0.8 GiB of estimates for the
-policy and its two ablations, more than any worker that replayed one of them. As arrays an
-outcome takes about 150 bytes and an estimate 40, and the pickle a worker sends back is a few
-array buffers instead of millions of small objects.
+about 600 bytes and an estimate about 350: over a gigabyte of outcomes for the seventeen runs
+of `make bench-sim` with the static mixes and the ablations, and 0.8 GiB of estimates for the
+policy and its two ablations, more than any worker that replayed one of them (the parent
+peaked at 2,594 MiB). As arrays an outcome takes about 150 bytes and an estimate 33, and the
+pickle a worker sends back is a few array buffers instead of millions of small objects.
 
 Each table is a read-only `Sequence` of the records it was made from (`JobOutcome`,
 `RiskRecord`), read back equal field for field (None kept apart from any number), so reports,
@@ -18,6 +18,7 @@ read the columns they need (`submit_times`, `started_waits`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
@@ -37,12 +38,59 @@ _NAMES = ("project", "tier", "cause")
 """Fields held as an index into the table's names (-1 for a cause of None)."""
 
 
-class OutcomeTable(Sequence[JobOutcome]):
+class _Table(Sequence[T]):
+    """What both tables share: records made again by `_rows`, read as a list reads."""
+
+    __slots__ = ()
+    _what = "record"
+    """What one row is, for errors."""
+
+    def _rows(self, start: int, stop: int) -> Iterator[T]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[T]:
+        return self._rows(0, len(self))
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return list(
+                itertools.chain.from_iterable(
+                    self._rows(i, i + 1) for i in range(*index.indices(len(self)))
+                )
+            )
+        size = len(self)
+        position = index + size if index < 0 else index
+        if not 0 <= position < size:
+            raise IndexError(f"{self._what} index {index} out of range ({size} in all)")
+        return next(self._rows(position, position + 1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking sequences are not hashed
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} {self._what}s)"
+
+
+class OutcomeTable(_Table[JobOutcome]):
     """Outcomes as columns: floats (NaN for None and for a delay not recorded), integers, and
     indices into the names they share (projects, tiers, causes); job ids as one string cut by
     offsets."""
 
     __slots__ = ("_codes", "_ends", "_floats", "_ids", "_ints", "_names")
+    _what = "outcome"
 
     def __init__(self, outcomes: Iterable[JobOutcome] = ()) -> None:
         """Raises ValueError for a delay under a name that is not a delay cause (the engine
@@ -146,21 +194,6 @@ class OutcomeTable(Sequence[JobOutcome]):
             )
             begin = end
 
-    def __iter__(self) -> Iterator[JobOutcome]:
-        return self._rows(0, len(self))
-
-    @overload
-    def __getitem__(self, index: int) -> JobOutcome: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[JobOutcome]: ...
-
-    def __getitem__(self, index: int | slice) -> JobOutcome | list[JobOutcome]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        position = _position(index, len(self), "outcome")
-        return next(self._rows(position, position + 1))
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, OutcomeTable):
             return (
@@ -172,14 +205,9 @@ class OutcomeTable(Sequence[JobOutcome]):
                 and [self._names[c] if c >= 0 else None for c in self._codes.ravel().tolist()]
                 == [other._names[c] if c >= 0 else None for c in other._codes.ravel().tolist()]
             )
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return list(self) == list(other)
-        return NotImplemented
+        return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking sequences are not hashed
-
-    def __repr__(self) -> str:
-        return f"OutcomeTable({len(self)} outcomes)"
+    __hash__ = None  # as the base: an __eq__ of its own would drop it anyway
 
     @property
     def nbytes(self) -> int:
@@ -193,11 +221,12 @@ class OutcomeTable(Sequence[JobOutcome]):
         )
 
 
-class RiskTable(Sequence[RiskRecord]):
+class RiskTable(_Table[RiskRecord]):
     """Risk estimates as columns: time, risk and calibrated risk (NaN for None), whether
     missed, and indices into the project and deadline names they share."""
 
     __slots__ = ("_codes", "_floats", "_missed", "_names")
+    _what = "risk estimate"
 
     def __init__(self, records: Iterable[RiskRecord] = ()) -> None:
         rows = list(records)
@@ -247,43 +276,10 @@ class RiskTable(Sequence[RiskRecord]):
                 None if isnan(calibrated) else calibrated,
             )
 
-    def __iter__(self) -> Iterator[RiskRecord]:
-        return self._rows(0, len(self))
-
-    @overload
-    def __getitem__(self, index: int) -> RiskRecord: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[RiskRecord]: ...
-
-    def __getitem__(self, index: int | slice) -> RiskRecord | list[RiskRecord]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        position = _position(index, len(self), "risk estimate")
-        return next(self._rows(position, position + 1))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking sequences are not hashed
-
-    def __repr__(self) -> str:
-        return f"RiskTable({len(self)} estimates)"
-
     @property
     def nbytes(self) -> int:
         """The bytes its columns hold."""
         return self._floats.nbytes + self._missed.nbytes + self._codes.nbytes
-
-
-def _position(index: int, size: int, what: str) -> int:
-    """`index` (negative from the end) as a position, or IndexError."""
-    position = index + size if index < 0 else index
-    if not 0 <= position < size:
-        raise IndexError(f"{what} index {index} out of range ({size} in all)")
-    return position
 
 
 def as_list(records: Sequence[T]) -> Sequence[T]:

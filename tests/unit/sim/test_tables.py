@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 import sys
-from dataclasses import astuple
+from dataclasses import astuple, replace
 
 import pytest
 
@@ -121,22 +121,7 @@ def test_equality_with_lists_tables_and_pickles() -> None:
 
 
 def test_unknown_delay_cause_is_refused_by_name() -> None:
-    odd = JobOutcome(
-        job_id="x",
-        project="p",
-        tier="t",
-        gpus=1,
-        submit=0.0,
-        first_start=None,
-        finish=None,
-        deadline=None,
-        work_gpu_seconds=1.0,
-        used_gpu_seconds=0.0,
-        lost_gpu_seconds=0.0,
-        interruptions=0,
-        preemptions=0,
-        delays={"stuck": 1.0},
-    )
+    odd = replace(OUTCOMES[1], job_id="x", delays={"stuck": 1.0})
     with pytest.raises(ValueError, match=r"'x': delays: unknown cause 'stuck'"):
         OutcomeTable([odd])
 
@@ -202,3 +187,12 @@ def test_risk_table_reads_back_every_field_and_type() -> None:
     assert as_list(table) == RECORDS
     # 3 floats, a bool and 2 name indices: 33 bytes an estimate.
     assert table.nbytes == 3 * 33
+
+
+def test_tables_are_not_hashed_and_say_what_they_hold() -> None:
+    with pytest.raises(TypeError):
+        hash(OutcomeTable(OUTCOMES))
+    with pytest.raises(TypeError):
+        hash(RiskTable(RECORDS))
+    assert repr(OutcomeTable(OUTCOMES)) == "OutcomeTable(3 outcomes)"
+    assert repr(RiskTable(RECORDS)) == "RiskTable(3 risk estimates)"
