@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.sim.run import simulate, traces_dir
+from controller.sim.tables import submit_times
 
 OUT = Path("sim-out/levers")
 STATICS = tuple(f"static:{f / 10:g}" for f in range(11))
@@ -163,7 +164,7 @@ def replay(case: Case, seed: int, jobs: int | None) -> list[tuple[str, bool | No
     if window.get("end_seconds") is not None:
         hours = (float(window["end_seconds"]) - float(window["start_seconds"])) / 3600.0
     else:
-        hours = max(o.submit for o in simulation.results[0].outcomes) / 3600.0
+        hours = max(submit_times(simulation.results[0].outcomes)) / 3600.0
     hours = max(hours, 1.0)
     print(
         f"\n== {case.name} seed {seed} ({time.perf_counter() - started:,.0f} s, "
