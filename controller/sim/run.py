@@ -17,9 +17,8 @@ needs (never matplotlib, which only the parent's plots use), and is sent the pol
 jobs once, when it starts; it returns each run's result whole (its outcomes and estimates as
 column tables, `controller.sim.tables`, so that the parent holding seventeen runs of the
 whole Philly trace needs a fraction of a gigabyte, not two) and the run's figures, made where
-the outcomes are. A run's result depends on its
-inputs and seed alone, so summary.json is the same byte for byte whatever the number of
-workers.
+the outcomes are. A run's result depends on its inputs and seed alone, so summary.json is the
+same byte for byte whatever the number of workers.
 """
 
 from __future__ import annotations
