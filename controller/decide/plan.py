@@ -161,12 +161,16 @@ def _costs(
         pool, capacity_type, price = flavor_price.get(workload.flavors[0], ("", "", 0.0))
         return ((pool, capacity_type), workload.gpus * price) if pool else None
 
+    # Each running workload's cost once (a pass reads some 10,000 workloads, most of them
+    # pending), by identity: `by_project` holds the same views.
+    costs: dict[int, float] = {}
     for workload in workloads:
         item = cost(workload)
         if item is not None:
             by_flavor[item[0]] += item[1]
+            costs[id(workload)] = item[1]
     per_project = {
-        project: sum(c[1] for w in items if (c := cost(w)) is not None)
+        project: sum(c for w in items if (c := costs.get(id(w))) is not None)
         for project, items in by_project.items()
     }
     return by_flavor, per_project

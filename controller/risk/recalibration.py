@@ -52,6 +52,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 DECILES = 10
 MIN_ESTIMATES = 100
 """A decile is judged (counts toward `Calibration.max_deviation`) from this many estimates: with
@@ -455,15 +458,35 @@ def pool_adjacent_violators(points: Iterable[tuple[float, float, float]]) -> tup
             held = merged.setdefault(x, [0.0, 0.0])
             held[0] += w * y
             held[1] += w
+    return _pooled((x, merged[x][0], merged[x][1]) for x in sorted(merged))
+
+
+def _pooled(sums: Iterable[tuple[float, float, float]]) -> tuple[Block, ...]:
+    """Pool-adjacent-violators over (x, sum of w y, sum of w), one per distinct x in
+    increasing order."""
     stack: list[list[float]] = []  # [sum w x, sum w y, sum w]
-    for x in sorted(merged):
-        wy, w = merged[x]
+    for x, wy, w in sums:
         stack.append([w * x, wy, w])
         while len(stack) > 1 and stack[-2][1] / stack[-2][2] > stack[-1][1] / stack[-1][2]:
             top = stack.pop()
             for i in range(3):
                 stack[-1][i] += top[i]
     return tuple(Block(x=wx / w, y=wy / w, weight=w) for wx, wy, w in stack)
+
+
+def outcome_blocks(risks: npt.ArrayLike, missed: npt.ArrayLike) -> tuple[Block, ...]:
+    """`pool_adjacent_violators` of outcomes (1 missed, 0 met, each of weight 1) on their risks
+    (clamped into [0, 1]), the same blocks to the bit: the fit is over up to `MAX_JUDGED`
+    estimates and their risks take few distinct values (fractions of the model's samples), so
+    they are counted per distinct risk in arrays, where counts of ones and zeros are exact,
+    and only those few are pooled one by one."""
+    x = np.clip(np.asarray(risks, dtype=np.float64), 0.0, 1.0)
+    distinct, where = np.unique(x, return_inverse=True)
+    estimates = np.bincount(where, minlength=len(distinct)).astype(np.float64)
+    misses = np.bincount(
+        where, weights=np.asarray(missed, dtype=np.float64), minlength=len(distinct)
+    )
+    return _pooled(zip(distinct.tolist(), misses.tolist(), estimates.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -511,11 +534,14 @@ def fit_recalibration(
     """The isotonic map of outcome on risk over `records`, blended with `base` (the identity
     when None) at weight n / (n + strength). n is `evidence` when given (the controller passes
     the number of distinct deadlines), else the number of records."""
-    points = [(min(max(r.risk, 0.0), 1.0), 1.0 if r.missed else 0.0, 1.0) for r in records]
-    n = float(len(points)) if evidence is None else evidence
-    if not points or n <= 0:
+    items = records if isinstance(records, Sequence) else list(records)
+    n = float(len(items)) if evidence is None else evidence
+    if not items or n <= 0:
         return base if base is not None else IDENTITY
-    blocks = pool_adjacent_violators(points)
+    blocks = outcome_blocks(
+        np.fromiter((r.risk for r in items), dtype=np.float64, count=len(items)),
+        np.fromiter((r.missed for r in items), dtype=np.bool_, count=len(items)),
+    )
     return RecalibrationMap(
         xs=tuple(b.x for b in blocks),
         ys=tuple(b.y for b in blocks),

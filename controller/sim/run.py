@@ -39,6 +39,7 @@ from typing import Any, TextIO
 
 from controller.allocator import keep_freed_memory
 from controller.api.policy_set import PolicySet
+from controller.collector import for_a_replay_worker
 from controller.sim import plots
 from controller.sim.assign import AssignmentRule, assign_jobs
 from controller.sim.engine import BASELINES, POLICY, RunSpec, parse_run, replay
@@ -316,6 +317,7 @@ def _start_worker(policy_set: PolicySet, jobs: Sequence[SimJob], scored_from: fl
     global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
     _worker_inputs = (policy_set, jobs, scored_from)
     keep_freed_memory()
+    for_a_replay_worker()
 
 
 def _tier_order(policy_set: PolicySet) -> list[str]:

@@ -41,6 +41,7 @@ from typing import Any, Protocol, TextIO
 from controller.allocator import keep_freed_memory
 from controller.api.loader import load_policy_set, read_documents
 from controller.api.policy_set import InvalidPolicyError
+from controller.collector import for_a_replay_worker
 from controller.sim import plots, sweep_plots
 from controller.sim.report import format_seconds, render_json
 from controller.sim.run import (
@@ -216,6 +217,7 @@ def _start_worker(inputs: Mapping[str, CellInputs]) -> None:
     global _worker_inputs  # noqa: PLW0603 - a worker's one piece of state, set when it starts
     _worker_inputs = inputs
     keep_freed_memory()
+    for_a_replay_worker()
     # Ctrl-C is the sweep's to handle: it ends the workers itself (`_stop_now`).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -12,6 +12,8 @@ interval.
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -127,6 +129,36 @@ def test_the_controller_process_collects_young_objects_less_often() -> None:
         assert before[0] < YOUNG_COLLECTION_ALLOCATIONS
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_replay_worker_sets_its_inputs_aside_and_collects_young_objects_less_often() -> None:
+    """In a process of its own (a worker's settings are for its whole life): what it holds
+    when it starts is frozen, garbage it held is collected first (not frozen with it), and the
+    young threshold is the controller's."""
+    script = """
+import gc
+import weakref
+from controller.collector import YOUNG_COLLECTION_ALLOCATIONS, for_a_replay_worker
+class Node:
+    pass
+held = [[i] for i in range(1000)]
+cycle = Node()
+cycle.me = cycle
+gone = weakref.ref(cycle)
+del cycle
+gc.disable()
+assert gc.get_freeze_count() == 0 and gone() is not None
+for_a_replay_worker()
+assert gone() is None  # collected, not frozen
+assert gc.get_threshold()[0] == YOUNG_COLLECTION_ALLOCATIONS
+assert gc.get_freeze_count() >= 1000, gc.get_freeze_count()
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from controller.risk.recalibration import (
     fit_judged,
     fit_recalibration,
     judged_document,
+    outcome_blocks,
     pool_adjacent_violators,
     read_judged,
     reliability_rows,
@@ -192,6 +193,24 @@ def test_pool_adjacent_violators_pools_back_through_several_blocks() -> None:
     assert len(blocks) == 1
     assert blocks[0].y == pytest.approx(0.4)
     assert blocks[0].x == pytest.approx(0.2)
+
+
+def test_outcome_blocks_are_the_pooled_points_to_the_bit() -> None:
+    """Outcomes counted per distinct risk give the very blocks pooling them one by one gives:
+    risks of few distinct values (out-of-range ones clamped), missed in a pattern that makes
+    violators to pool. Compared with ==, not approx: the fit is refitted from these."""
+    risks = [(i % 23) / 22 for i in range(2_000)] + [-0.5, 1.7, 0.0, 1.0]
+    missed = [(i * 7919) % 10 < 3 + (i % 23) % 5 for i in range(len(risks))]
+    by_points = pool_adjacent_violators(
+        (min(max(r, 0.0), 1.0), 1.0 if m else 0.0, 1.0) for r, m in zip(risks, missed, strict=True)
+    )
+    assert len(by_points) < 23  # some pooled
+    assert outcome_blocks(risks, missed) == by_points
+    pairs = [Pair(r, m) for r, m in zip(risks, missed, strict=True)]
+    learned = fit_recalibration(pairs, strength=0.0)
+    assert learned.xs == tuple(b.x for b in by_points)
+    assert learned.ys == tuple(b.y for b in by_points)
+    assert fit_recalibration(iter(pairs), strength=0.0) == learned
 
 
 def test_recalibration_map_on_a_constructed_reliability_table() -> None:
