@@ -87,9 +87,9 @@ def for_a_replay_worker() -> None:
     A replay makes millions of short-lived objects outside its decision passes (the Kueue and
     Karpenter models' events, the views the passes read), and at Python's default every 700
     net allocations started a young collection, and every so often a full one walked the
-    whole trace again: 15 s of the 250 s the busiest 14 days' policy run took. With the
-    inputs frozen and the young threshold raised, 3.4 s, and the run took 230 s (the same
-    replay to the outcome: collections free nothing reference counting does not).
+    whole trace again: 15 s of CPU in the busiest 14 days' policy run (about 250 s), 3.4 s
+    with the inputs frozen and the young threshold raised. The replay is the same to the
+    outcome: collections free nothing reference counting does not.
     """
     gc.collect()
     gc.freeze()
