@@ -855,8 +855,9 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(BASELINES)
         + ", static:F (a fixed on-demand fraction F in [0, 1]), reactive:T (one node more "
         "on-demand while pending GPUs exceed the share T of the pool); all (the four named), "
-        "or none alone; and the policy's ablations policy-fifo (no deadline order) and "
-        "policy-no-lanes (no lanes). A bare number continues the kind before it: "
+        "or none alone; and the policy's ablations policy-fifo (no deadline order), "
+        "policy-no-lanes (no lanes) and policy-raw (the mix decided on the raw risk). A bare "
+        "number continues the kind before it: "
         "static:0.1,0.3,0.5. Every baseline is a point on frontier.png (default all)",
     )
     simulate.add_argument(

@@ -449,7 +449,8 @@ class RiskSettings:
         default=0.2,
         metadata=meta(
             "raiseThreshold is the deadline miss probability above which on-demand capacity "
-            "is added, once it has held for the evaluation window.",
+            "is added, once it has held for the evaluation window (the risk as recalibrated "
+            "on the deadlines the controller has judged).",
             minimum=0,
             maximum=1,
         ),
@@ -458,7 +459,7 @@ class RiskSettings:
         default=0.05,
         metadata=meta(
             "lowerThreshold is the miss probability under which capacity steps back to spot, "
-            "after the cooldown.",
+            "after the cooldown (recalibrated, as raiseThreshold).",
             minimum=0,
             maximum=1,
         ),

@@ -19,6 +19,7 @@ from controller.render.desired import Rendered
 from controller.risk.learning import RuntimeLearner
 from controller.risk.model import Carried
 from controller.risk.pools import NodeClaimView
+from controller.risk.recalibration import Recalibration
 from controller.risk.workloads import WorkloadView
 
 
@@ -65,6 +66,11 @@ class Observation:
     """Runtimes learned from finished work (`controller.risk.learning`), which the risk model
     samples instead of the fixed spreads; None: the fixed spreads alone. The learner changes
     as work finishes, so it is compared by nothing: a pass reads it as it is then."""
+    recalibration: Recalibration | None = None
+    """The monotone map learned from the deadlines judged so far
+    (`controller.risk.recalibration`): when given, the mix is decided on the calibrated risk
+    (what a risk's threshold means: a share of such deadlines missed on this cluster), not the
+    raw one."""
     carried: Carry | None = field(default=None, compare=False, repr=False)
     """What the last pass made (`CapacityPlan.carried`), reused where its inputs did not
     change; not part of what the pass decides on, only of what it costs."""

@@ -33,6 +33,7 @@ from controller.decide.lanes import Lane, LaneInput, SpotOutlook, fit_lanes, lan
 from controller.decide.mix import (
     Decision,
     PoolState,
+    RiskOracle,
     cooldown_seconds,
     decide_pool,
     fit_shares,
@@ -51,6 +52,7 @@ from controller.risk.model import (
     project_workloads,
 )
 from controller.risk.pools import pool_stats
+from controller.risk.recalibration import Recalibration
 from controller.risk.wait import WaitEstimate
 from controller.risk.workloads import WorkloadView
 
@@ -182,6 +184,7 @@ def _retrack(
     reports: Sequence[DeadlineReport],
     *,
     now: float,
+    recalibration: Recalibration | None = None,
 ) -> tuple[Decision, ...]:
     """After a change, the thresholds' timers follow the risk under the new split.
 
@@ -195,11 +198,44 @@ def _retrack(
             out.append(decision)
             continue
         pool_projects = {p.name for p, _ in policy_set.quotas_in(decision.pool)}
-        worst = max((r.estimate.risk for r in reports if r.project in pool_projects), default=0.0)
+        worst = max(
+            (
+                _risk(policy_set, recalibration, r.project, r.estimate.risk)
+                for r in reports
+                if r.project in pool_projects
+            ),
+            default=0.0,
+        )
         out.append(
             replace(decision, state=track_thresholds(decision.state, worst, settings, now=now))
         )
     return tuple(out)
+
+
+def _risk(
+    policy_set: PolicySet, recalibration: Recalibration | None, project: str, risk: float
+) -> float:
+    """The risk a decision reads: calibrated when a recalibration is given."""
+    if recalibration is None:
+        return risk
+    found = policy_set.project(project)
+    return recalibration(found.spec.tier if found is not None else "", risk)
+
+
+def _calibrated(
+    policy_set: PolicySet, oracle: RiskOracle, recalibration: Recalibration | None
+) -> RiskOracle:
+    """`oracle` with its answers calibrated (the raw oracle when there is nothing to apply)."""
+    if recalibration is None:
+        return oracle
+
+    def calibrated(project: str, pool: str, on_demand_gpus: int) -> dict[str, float]:
+        return {
+            name: _risk(policy_set, recalibration, project, risk)
+            for name, risk in oracle(project, pool, on_demand_gpus).items()
+        }
+
+    return calibrated
 
 
 def _applied_on_demand(
@@ -269,11 +305,12 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     widest = _widest_pending(policy_set, by_project)
     carry = observation.carried or Carry()
     model = RiskModel(replace(snapshot, pod_sets=widest), by_project, carried=carry.estimates)
+    oracle = _calibrated(policy_set, model.oracle, observation.recalibration)
     decisions = tuple(
         decide_pool(
             policy_set,
             previous[pool.name],
-            model.oracle,
+            oracle,
             now=now,
             baseline={
                 project: split.on_demand_gpus
@@ -316,7 +353,9 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     # Same world, new split: a project whose capacity did not change reuses its estimates.
     final = model.with_quotas(rendered.quotas)
     reports = tuple(final.deadlines())
-    decisions = _retrack(policy_set, decisions, reports, now=now)
+    decisions = _retrack(
+        policy_set, decisions, reports, now=now, recalibration=observation.recalibration
+    )
     boosts, lost = _boosts(observation, final, step, now=now)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}

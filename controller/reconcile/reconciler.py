@@ -505,7 +505,10 @@ class Reconciler:
         workloads = seen.workloads
         # Finished work first, so that this pass's risks already sample what it taught.
         self.learning.learn(policy_set, workloads)
-        seen = replace(seen, runtimes=self.learning.runtimes)
+        # The mix is decided on the risk recalibrated from the deadlines judged so far.
+        seen = replace(
+            seen, runtimes=self.learning.runtimes, recalibration=self.learning.recalibration
+        )
         previous = self._plan
         if previous is not None and plan_holds(previous, seen):
             plan = previous  # nothing it read changed: the decision stands, no need to decide

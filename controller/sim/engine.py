@@ -34,7 +34,8 @@ does. Karpenter's capacity errors and spot launches, each with its zones (the fa
 shortages, per zone), feed the shortage the lanes weigh (`controller.risk.shortage`), as the
 controller reads them from Events and NodeClaims. The
 `policy-fifo` and `policy-no-lanes` runs are the policy with its deadline order or its lanes
-off.
+off; `policy-raw` decides the mix on the model's raw risk rather than the risk recalibrated
+from the deadlines judged so far.
 
 A window's replay may start with a lead-in (`scored_from`): the jobs of the days before it run
 first, so that the window opens on queues, nodes and a policy state already in motion rather
@@ -128,6 +129,9 @@ class RunSpec:
     learn_runtimes: bool = True
     """The policy: runtimes are learned from the jobs that finished (the risk model samples
     them only where the policy's `risk.learnRuntimes` says so)."""
+    calibrated: bool = True
+    """The policy: the mix is decided on the risk recalibrated from the deadlines judged so far
+    (as the controller decides); off, on the model's raw risk."""
     pods_ready: bool = False
     """Kueue reports `PodsReady` (`waitForPodsReady` enabled, not blocking admission, with a
     timeout longer than the waits): the controller sees admitted work whose pods wait for a
@@ -147,6 +151,7 @@ ABLATIONS: dict[str, RunSpec] = {
     "policy-no-lanes": RunSpec("policy-no-lanes", "policy", lanes=False),
     "policy-declared-runtimes": RunSpec("policy-declared-runtimes", "policy", learn_runtimes=False),
     "policy-pods-ready": RunSpec("policy-pods-ready", "policy", pods_ready=True),
+    "policy-raw": RunSpec("policy-raw", "policy", calibrated=False),
 }
 """The policy with one of its levers off, to show what that lever is worth; and
 `policy-pods-ready`, on a Kueue that reports PodsReady, where its lanes can move work stranded
@@ -605,6 +610,11 @@ class Replay:
             runtimes=self.runtimes,
             lanes=self.lanes,
             spot_shortages=self._shortage_waits(),
+            recalibration=(
+                self.online.recalibration
+                if self.online is not None and self.spec.calibrated
+                else None
+            ),
             carried=self._carry,
         )
 

@@ -840,7 +840,8 @@ def render_markdown(
             "Each pass re-estimates every open deadline, so one deadline gives many estimates. "
             "The recalibrated table scores the same estimates by the risk the online "
             "recalibration made of each, fitted only on the deadlines judged before it "
-            "(`controller.sim.judging`); the policy acts on the raw risk.",
+            "(`controller.sim.judging`); the policy decides its mix on the recalibrated risk "
+            "(`policy-raw` on the raw one).",
         ]
         if calibration.count:
             lines += ["", *reliability_table(calibration, markdown=True)]

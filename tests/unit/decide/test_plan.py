@@ -32,6 +32,7 @@ from controller.decide.observation import History, Observation
 from controller.decide.plan import CapacityPlan, plan_capacity
 from controller.examples import EXAMPLE_DIR
 from controller.risk.pools import NodeClaimView
+from controller.risk.recalibration import Recalibration, RecalibrationMap
 from controller.risk.workloads import WorkloadView
 
 FIXED_NOW = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
@@ -564,3 +565,42 @@ def test_admitted_work_that_is_not_stranded_on_spot_is_never_moved(
     view: WorkloadView, shortage_seconds: float
 ) -> None:
     assert not planned_with(view, shortage_seconds).lanes
+
+
+# ---------------------------------------------------------------- calibrated decisions
+
+
+def scaled(factor: float) -> Recalibration:
+    """A recalibration learned with full weight that maps each raw risk r to factor * r."""
+    return Recalibration(pooled=RecalibrationMap(xs=(0.0, 1.0), ys=(0.0, factor), weight=1.0))
+
+
+@pytest.mark.parametrize(
+    ("recalibration", "factor", "raises"),
+    [
+        pytest.param(None, 1.0, True, id="nothing learned: the raw risk, above 0.2"),
+        pytest.param(scaled(0.25), 0.25, False, id="a quarter of such deadlines missed: under 0.2"),
+        pytest.param(scaled(1.0), 1.0, True, id="learned that the raw risk is right"),
+    ],
+)
+def test_the_mix_is_decided_on_the_calibrated_risk(
+    recalibration: Recalibration | None, factor: float, raises: bool
+) -> None:
+    """The crunch's raw risk is between 0.2 and 1 (`test_plan_is_deterministic_for_a_seed`):
+    above the raise threshold of 0.2 it starts the raise window; a map learned from outcomes
+    that says a quarter of such deadlines were missed puts it under 0.25, and at most 0.25 x
+    the raw worst is under 0.2 only if the raw worst is under 0.8, which the test checks. The
+    estimates the plan reports stay raw (the calibrated gauge is the learning's)."""
+    world = CRUNCH + background(3)
+    observation = Observation(
+        EXAMPLE, states={}, workloads=world, node_claims=[], history=History(), now=FIXED_NOW
+    )
+    raw = plan_capacity(observation)
+    decided = plan_capacity(replace(observation, recalibration=recalibration))
+
+    raw_worst = {d.pool: d for d in raw.decisions}["a100"].inputs["worst_risk"]
+    a100 = {d.pool: d for d in decided.decisions}["a100"]
+    assert 0.2 < raw_worst < 0.8
+    assert a100.inputs["worst_risk"] == pytest.approx(factor * raw_worst)
+    assert (a100.state.raise_since == FIXED_NOW) is raises
+    assert [d.estimate for d in decided.deadlines] == [d.estimate for d in raw.deadlines]

@@ -17,6 +17,7 @@ from controller.api.loader import read_documents
 from controller.examples import EXAMPLE_DIR
 from controller.kube.client import KubeClient
 from controller.reconcile.reconciler import Reconciler
+from controller.risk.recalibration import Recalibration, RecalibrationMap
 from testenv.kueue_standin import workload_body
 from testenv.memoryserver import MemoryServer
 
@@ -127,3 +128,21 @@ def test_a_pass_names_the_seconds_of_its_phases() -> None:
     assert all(seconds >= 0 for seconds in result.phases.values())
     assert result.boosts_written == 4
     assert result.writes >= result.boosts_written + result.status_writes
+
+
+def test_a_new_recalibration_is_what_the_next_pass_decides_on() -> None:
+    """The mix is decided on the calibrated risk: a map refitted from judged deadlines is part
+    of what a pass decides on, so the plan is made again with it (and not kept from before)."""
+    store, reconciler, clock = world()
+    settle(store, reconciler, clock)
+    plan = reconciler._plan
+    assert plan is not None and plan.observation is not None
+    assert plan.observation.recalibration == reconciler.learning.recalibration
+    learned = Recalibration(pooled=RecalibrationMap(xs=(0.0, 1.0), ys=(0.0, 0.5), weight=1.0))
+    reconciler.learning.recalibration = learned
+
+    reconciler.reconcile(store.snapshot())
+
+    again = reconciler._plan
+    assert again is not None and again is not plan
+    assert again.observation is not None and again.observation.recalibration is learned

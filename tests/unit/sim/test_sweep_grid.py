@@ -63,8 +63,8 @@ def refused(grid: Any) -> list[str]:
             {**TRACES, "baselines": ["static:0", "cheapest"]},
             "baselines: invalid baselines 'static:0,cheapest': unknown baseline 'cheapest': "
             "expected one of on-demand-only, all-spot, fixed-80-20, reactive, policy-fifo, "
-            "policy-no-lanes, policy-declared-runtimes, policy-pods-ready, static:F (F in [0, 1]) "
-            "or reactive:T (T in (0, 1])",
+            "policy-no-lanes, policy-declared-runtimes, policy-pods-ready, policy-raw, "
+            "static:F (F in [0, 1]) or reactive:T (T in (0, 1])",
             id="unknown baseline",
         ),
         pytest.param(
