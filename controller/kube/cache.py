@@ -51,7 +51,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -571,6 +571,25 @@ class Reflector(threading.Thread):
 
 
 # ---------------------------------------------------------------------------------- the cache
+def discover(client: KubeClient, wanted: Collection[str]) -> frozenset[str]:
+    """The group/versions the server serves, refused while it is still starting.
+
+    An API server that has just started answers discovery before it has registered its groups
+    (seen here: none of the controller's, not even built-in ones, a second after a restart).
+    Taken as the truth, that would start no watch and let the controller report itself synced
+    over nothing until the next rediscovery, a minute later. So a list that serves none of the
+    `wanted` group/versions (the sources') raises a retryable KubeError, and the caller retries
+    with its backoff."""
+    served = frozenset(client.served_group_versions())
+    if wanted and not served.intersection(wanted):
+        raise KubeError(
+            "discovery lists none of the groups the controller reads: the API server is "
+            "still starting",
+            status=503,
+        )
+    return served
+
+
 class Cache:
     """A store and a reflector per served source, discovery kept fresh, snapshots on demand."""
 
@@ -587,6 +606,7 @@ class Cache:
     ) -> None:
         self.client = client
         self.sources = tuple(sources)
+        self._wanted = frozenset(source.kind.group_version for source in self.sources)
         self.notify = notify
         self.page_size = page_size
         self.watch_seconds = watch_seconds
@@ -648,7 +668,7 @@ class Cache:
 
         Raises KubeError when discovery cannot be read; the caller retries.
         """
-        served = frozenset(self.client.served_group_versions())
+        served = discover(self.client, self._wanted)
         self._started_at = time.monotonic()
         for source in self.sources:
             if source.kind.group_version not in served:
@@ -710,7 +730,7 @@ class Cache:
             if self.stop_event.is_set():
                 return
             try:
-                served = frozenset(self.client.served_group_versions())
+                served = discover(self.client, self._wanted)
             except KubeError as exc:
                 if not self.stop_event.is_set():
                     log.warning("discovery_failed", error=str(exc)[:300])

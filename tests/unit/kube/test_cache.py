@@ -1,18 +1,25 @@
 """The cache's store rules, without a server: events in order, our own writes recorded only when
 the watch is behind them, snapshots that do not move, and collections composed as a pass reads
 them. The reflectors' I/O is tested against the real API server (tests/integration/
-test_cache.py)."""
+test_cache.py); discovery is answered by a stub client (a fake, for a server still starting)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from controller import names
 from controller.kube import kinds
-from controller.kube.cache import Source, Store, controller_sources, observed_from
-from controller.kube.client import WatchEvent
+from controller.kube.cache import (
+    Cache,
+    Source,
+    Store,
+    controller_sources,
+    discover,
+    observed_from,
+)
+from controller.kube.client import KubeClient, KubeError, WatchEvent
 from controller.reconcile.diff import CREATE_ONLY
 
 NS = "team-a"
@@ -407,3 +414,46 @@ def test_a_store_without_tombstones_forgets_what_is_deleted() -> None:
     store = listed(workload("a", 1))
     store.apply(WatchEvent("DELETED", workload("a", 11)))
     assert store.deleted() == ()
+
+
+class _Discovery:
+    """A client that answers discovery only, with the group/versions given."""
+
+    def __init__(self, served: set[str]) -> None:
+        self.served = served
+
+    def served_group_versions(self) -> set[str]:
+        return set(self.served)
+
+
+@pytest.mark.parametrize(
+    ("served", "starting"),
+    [
+        pytest.param(set(), True, id="nothing listed: still starting"),
+        pytest.param({"apiregistration.k8s.io/v1"}, True, id="none of ours: still starting"),
+        pytest.param({"karpenter.sh/v1", "apps/v1"}, False, id="one of ours: the truth"),
+    ],
+)
+def test_discovery_that_serves_nothing_the_controller_reads_is_retried(
+    served: set[str], starting: bool
+) -> None:
+    """A kube-apiserver a second after its restart listed none of the groups the controller
+    reads, built-in ones included: refused (retryable), not taken as the truth."""
+    client = cast(KubeClient, _Discovery(served))
+    wanted = {"karpenter.sh/v1", "kueue.x-k8s.io/v1beta2"}
+    if starting:
+        with pytest.raises(KubeError, match="still starting") as raised:
+            discover(client, wanted)
+        assert raised.value.retryable
+    else:
+        assert discover(client, wanted) == frozenset(served)
+
+
+def test_a_cache_does_not_start_on_a_server_still_starting() -> None:
+    cache = Cache(cast(KubeClient, _Discovery(set())), controller_sources("quartermaster-system"))
+
+    with pytest.raises(KubeError, match="still starting"):
+        cache.start()
+
+    assert not cache.synced()
+    assert cache.reflectors == []
