@@ -2,9 +2,9 @@
 
 Issue 33's goal, measured on its own: on every replay the calibrated risk's largest deviation
 over deciles with at least 100 estimates is at most 0.05, and its Brier score beats the raw
-model's. The policy acts on the raw risk (the recalibration changes what is exported, not what
-is decided), so only the policy's replay is run, which makes this a few minutes rather than the
-hour `make bench-sim` takes with its baselines.
+model's. The policy decides its mix on the calibrated risk, so what the table judges is what
+was acted on; only the policy's replay is run (the estimates are the policy's), which makes
+this a few minutes a replay rather than the hours `make bench-sim` takes with its baselines.
 
 Per trace, seed and deadline rule it prints the raw and the calibrated figures, then per judged
 decile of the calibrated risk its estimates, the distinct deadlines behind them and the

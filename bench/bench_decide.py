@@ -23,8 +23,10 @@ and peak memory: Python allocations during one pass (tracemalloc, which sees Num
 the process's maximum RSS. When the goal is missed it prints where the time goes (cProfile).
 It times the pass again with runtimes learned from 100,000 finished workloads
 (`RuntimeLearner`, 100 a project), sampled by the risk model (`learnRuntimes` turned on for
-it: the default policy has it off), and the controller's judging of the deadlines after it
-(`OutcomeLearning.judge`), which together must meet the same goal; and under churn with
+it: the default policy has it off), the mix decided on risks read through a recalibration
+fitted on 100,000 judged estimates (`fit_judged`, as many as the controller keeps), and the
+controller's judging of the deadlines after it (`OutcomeLearning.judge`), which together must
+meet the same goal; and under churn with
 learning, as a live controller runs: 10 Workloads changed and 10 more finished workloads
 learned before each pass, the other projects' estimates carried.
 The pass runs with the cyclic collector paused (`controller/collector.py`); its CPU here
@@ -63,6 +65,7 @@ from controller.reconcile.learning import OutcomeLearning
 from controller.render.desired import render
 from controller.risk.learning import FinishedRun, RuntimeLearner
 from controller.risk.model import RiskModel, project_workloads
+from controller.risk.recalibration import MAX_JUDGED, Judged, Recalibration, fit_judged
 from controller.risk.workloads import WorkloadView
 
 PROJECTS = 1000
@@ -130,9 +133,11 @@ def one_pass(
     *,
     runtimes: RuntimeLearner | None = None,
     applied: Mapping[tuple[str, str], FlavorQuota] | None = None,
+    recalibration: Recalibration | None = None,
 ) -> CapacityPlan:
     """One pass; `applied` is the split the live ClusterQueues hold (what the controller reads
-    back from them), None for a pass that finds none."""
+    back from them), None for a pass that finds none; `recalibration` the map the mix decision
+    reads its risks through (the controller's, learned from judged deadlines)."""
     return plan_capacity(
         Observation(
             policy_set,
@@ -143,8 +148,33 @@ def one_pass(
             now=now,
             runtimes=runtimes,
             applied=applied,
+            recalibration=recalibration,
         )
     )
+
+
+def judged_estimates(
+    count: int = MAX_JUDGED, deadlines: int = 2_000, seed: int = 11
+) -> list[Judged]:
+    """`count` judged estimates (as many as the controller keeps) of `deadlines` deadlines,
+    with risks of the model's granularity (fractions of 500 samples) and outcomes as often
+    missed as predicted: a full map (a block per few distinct risks) that moves decisions
+    little, so the pass's figures show what reading the risks through it costs."""
+    pick = random.Random(seed)
+    out = []
+    for i in range(count):
+        risk = pick.randrange(501) / 500
+        out.append(
+            Judged(
+                deadline_id=f"d{i % deadlines}",
+                tier="",
+                risk=risk,
+                at=FIXED_NOW - HOUR,
+                missed=pick.random() < risk,
+                resolved_at=FIXED_NOW - 60,
+            )
+        )
+    return out
 
 
 def learned(policy_set: PolicySet, per_project: int = 100, seed: int = 3) -> RuntimeLearner:
@@ -237,11 +267,24 @@ def learned_pass(
     applied: Mapping[tuple[str, str], FlavorQuota],
     rendered_before: Mapping[str, PoolTarget],
 ) -> tuple[float, float]:
-    """The pass again with a learner of 100,000 finished workloads that the risk model samples
-    (`learnRuntimes` on), and the controller's judging of its deadlines after it
-    (`OutcomeLearning.judge`): the median CPU of the two together, from scratch and under
-    churn (`churn_pass` with the learner learning as workloads finish)."""
+    """The pass again as a controller that has learned runs it: the risk model samples runtimes
+    from a learner of 100,000 finished workloads (`learnRuntimes` on), the mix decision reads
+    its risks through a recalibration fitted on as many judged estimates as the controller
+    keeps (`fit_judged`), and the controller judges its deadlines after the pass
+    (`OutcomeLearning.judge`): the median CPU of pass and judging together, from scratch and
+    under churn (`churn_pass` with the learner learning as workloads finish). The refit itself
+    is timed apart: the controller refits only once enough new judgements arrived."""
     learner = learned(policy_set)
+    judged = judged_estimates()
+    fit_cpu = []
+    for _ in range(RUNS):
+        start_cpu = time.process_time()
+        recalibration = fit_judged(judged)
+        fit_cpu.append(time.process_time() - start_cpu)
+    print(
+        f"  {'refitting the recalibration':<28} median {statistics.median(fit_cpu) * 1000:7.1f} ms "
+        f"({len(judged):,} judged estimates, {len(recalibration.pooled.xs)} blocks)"
+    )
     spec = policy_set.policy.spec
     learning = replace(
         policy_set,
@@ -250,9 +293,16 @@ def learned_pass(
         ),
     )
     _, cpu, _, plan = time_passes(
-        learning, world, states, learner, applied, rendered_before=rendered_before
+        learning,
+        world,
+        states,
+        learner,
+        applied,
+        rendered_before=rendered_before,
+        recalibration=recalibration,
     )
-    report("with learned runtimes (CPU)", cpu)
+    report("learned runtimes + map (CPU)", cpu)
+    print(f"  {'':<28} ({len(plan.decisions)} pool decisions, worst risks read through the map)")
     outcomes = OutcomeLearning()
     judge_cpu = []
     # The reconciler groups the workloads by project once a pass, for the judging and the
@@ -270,7 +320,13 @@ def learned_pass(
         f"workloads, {len(learner)} keys)"
     )
     settled = one_pass(
-        learning, world, plan.states, FIXED_NOW + 10, runtimes=learner, applied=plan.rendered.quotas
+        learning,
+        world,
+        plan.states,
+        FIXED_NOW + 10,
+        runtimes=learner,
+        applied=plan.rendered.quotas,
+        recalibration=recalibration,
     )
     churn = churn_pass(settled, runtimes=learner)
     print(
@@ -290,6 +346,7 @@ def time_passes(
     applied: Mapping[tuple[str, str], FlavorQuota] | None = None,
     *,
     rendered_before: Mapping[str, PoolTarget] | None = None,
+    recalibration: Recalibration | None = None,
 ) -> tuple[list[float], list[float], list[float], CapacityPlan]:
     """Wall and CPU seconds of `RUNS` passes, and of the collection each leaves after it.
 
@@ -306,7 +363,15 @@ def time_passes(
         if rendered_before is not None:
             render(policy_set, targets=rendered_before)
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        plan = one_pass(policy_set, world, states, FIXED_NOW, runtimes=runtimes, applied=applied)
+        plan = one_pass(
+            policy_set,
+            world,
+            states,
+            FIXED_NOW,
+            runtimes=runtimes,
+            applied=applied,
+            recalibration=recalibration,
+        )
         cpu.append(time.process_time() - start_cpu)
         wall.append(time.perf_counter() - start_wall)
         # The pass pauses the cyclic collector (controller/collector.py). The first allocation
