@@ -16,10 +16,14 @@ its own estimates on its own cluster:
    a pass every few seconds would otherwise weigh a week-long deadline by the thousands.
 2. **Reliability table and Brier score** (`calibrate`): the judged pairs binned by predicted
    risk into deciles [0, 0.1), ..., [0.9, 1.0]; per decile the count, mean predicted, observed
-   miss frequency and their difference; the Brier score; the largest deviation over deciles
-   with at least `MIN_ESTIMATES` estimates. One function for the controller and the replay
-   (it takes anything with `risk` and `missed`, the replay's `RiskRecord` included), so the
-   two print the same table.
+   miss frequency and their difference, and, told which deadline each estimate is of, the
+   distinct deadlines and the difference's standard error counted by deadline; the Brier
+   score; the largest deviation over deciles with at least `MIN_ESTIMATES` estimates. A
+   deadline's estimates share one outcome, so a decile of a thousand estimates may hold a
+   dozen draws: the standard error says how far chance alone moves its deviation, which the
+   count of estimates does not (replays: 0.04 to 0.4 for deciles of 100 to 1,000 estimates).
+   One function for the controller and the replay (it takes anything with `risk` and
+   `missed`, the replay's `RiskRecord` included), so the two print the same table.
 3. **Monotone recalibration** (`fit_recalibration`, `fit_judged`): isotonic regression by
    pool-adjacent-violators of outcome on predicted risk, so a higher raw risk never maps to a
    lower calibrated one (an alert threshold keeps its order); applied by linear interpolation
@@ -48,7 +52,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,6 +105,13 @@ class Decile:
     """None when the bin is empty."""
     observed: float | None
     """The share of its estimates whose deadline was missed; None when empty."""
+    deadlines: int | None = None
+    """The distinct deadlines its estimates belong to; None when not told which."""
+    standard_error: float | None = None
+    """The deviation's standard error with a deadline's estimates counted as one draw (they
+    share one outcome): sqrt(sum over deadlines of (misses - predicted)^2) / estimates. None
+    when not told which deadline each estimate is of, or when the bin is empty. A deviation
+    within about two of these is as large as chance alone makes it with that few deadlines."""
 
     @property
     def deviation(self) -> float | None:
@@ -146,14 +157,20 @@ def decile_of(risk: float) -> int:
     return bisect_right(_EDGES, risk)
 
 
-def calibrate(records: Iterable[Scored]) -> Calibration:
+def calibrate(
+    records: Iterable[Scored], *, deadline: Callable[[Any], Hashable] | None = None
+) -> Calibration:
     """The reliability table and Brier score of `records` (1 for a miss, 0 for a hit).
+
+    `deadline` names the deadline a record is an estimate of (its outcome's draw): with it,
+    each decile also counts its deadlines and the deviation's standard error by deadline.
 
     Raises ValueError naming the record's position when a risk is outside [0, 1].
     """
     counts = [0] * DECILES
     predicted = [0.0] * DECILES
     misses = [0] * DECILES
+    residuals: list[dict[Hashable, float]] = [{} for _ in range(DECILES)]
     squared = 0.0
     total = missed = 0
     for position, record in enumerate(records):
@@ -168,6 +185,10 @@ def calibrate(records: Iterable[Scored]) -> Calibration:
         squared += (record.risk - outcome) ** 2
         total += 1
         missed += bool(record.missed)
+        if deadline is not None:
+            by_deadline = residuals[index]
+            key = deadline(record)
+            by_deadline[key] = by_deadline.get(key, 0.0) + outcome - record.risk
     deciles = tuple(
         Decile(
             low=k / DECILES,
@@ -175,6 +196,10 @@ def calibrate(records: Iterable[Scored]) -> Calibration:
             count=counts[k],
             mean_predicted=predicted[k] / counts[k] if counts[k] else None,
             observed=misses[k] / counts[k] if counts[k] else None,
+            deadlines=len(residuals[k]) if deadline is not None else None,
+            standard_error=math.sqrt(sum(r * r for r in residuals[k].values())) / counts[k]
+            if deadline is not None and counts[k]
+            else None,
         )
         for k in range(DECILES)
     )
@@ -198,13 +223,23 @@ def calibration_document(calibration: Calibration) -> dict[str, Any]:
                 "mean_predicted": d.mean_predicted,
                 "observed": d.observed,
                 "deviation": d.deviation,
+                "deadlines": d.deadlines,
+                "standard_error": d.standard_error,
             }
             for d in calibration.deciles
         ],
     }
 
 
-RELIABILITY_HEADER = ("predicted risk", "estimates", "mean predicted", "observed", "deviation")
+RELIABILITY_HEADER = (
+    "predicted risk",
+    "estimates",
+    "mean predicted",
+    "observed",
+    "deviation",
+    "deadlines",
+    "± 2 s.e.",
+)
 JUDGED_HEADER = f">= {MIN_ESTIMATES} estimates"
 
 
@@ -229,6 +264,8 @@ def reliability_rows(calibration: Calibration) -> list[list[str]]:
             _fraction(d.mean_predicted),
             _fraction(d.observed),
             _signed(d.deviation),
+            "-" if d.deadlines is None else f"{d.deadlines:,}",
+            _fraction(None if d.standard_error is None else 2 * d.standard_error),
             "yes" if d.count >= MIN_ESTIMATES else "no",
         ]
         for d in calibration.deciles
@@ -577,6 +614,10 @@ def fit_judged(judged: Sequence[Judged], *, strength: float = STRENGTH) -> Recal
 # -- the report `quartermaster calibration` prints -------------------------------------------------
 
 
+def _deadline_of(judged: Judged) -> str:
+    return judged.deadline_id
+
+
 def judged_from_document(data: Any) -> list[Judged]:
     """Judged estimates from a JSON document: a list of them, or an `OutcomeLedger` summary
     (its `judged`). Raises ValueError for anything else."""
@@ -614,7 +655,7 @@ def format_report(judged: Sequence[Judged], *, since: float, until: float) -> st
         *((f"tier {t}", items) for t, items in by_tier(window).items()),
     ]
     for name, items in groups:
-        result = calibrate(items)
+        result = calibrate(items, deadline=_deadline_of)
         deadlines = len({j.deadline_id for j in items})
         missed = len({j.deadline_id for j in items if j.missed})
         lines += [

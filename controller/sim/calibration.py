@@ -10,7 +10,8 @@ table:
 - **Reliability table**: the records binned by predicted risk into deciles [0, 0.1), [0.1,
   0.2), ..., [0.9, 1.0] (the last one closed, so a risk of exactly 1 has a bin). Per decile:
   how many estimates, their mean predicted risk, the observed frequency of misses, and the
-  deviation, observed minus mean predicted (positive: the risk was understated).
+  deviation, observed minus mean predicted (positive: the risk was understated); the distinct
+  deadlines behind it and twice the deviation's standard error counted by deadline.
 - **Brier score**: the mean of (risk - outcome)^2 with outcome 1 for a miss, 0 for a hit; 0 is
   perfect, and always saying 0.5 scores 0.25.
 - **Largest deviation**: the largest |deviation| over the deciles holding at least
@@ -20,8 +21,8 @@ table:
 
 Each pass re-estimates every open deadline, so one deadline contributes many records, and its
 records share one outcome: the table weighs deadlines by how long they stayed open, and its
-counts overstate the independent evidence. This is the measure the issue asks for; read a
-decile's count with that in mind.
+counts overstate the independent evidence. This is the measure the issue asks for; the
+table's deadlines and standard errors say how much evidence a decile's count holds.
 
 Pure: records in, figures out; no I/O.
 """
@@ -69,7 +70,7 @@ def calibrate(records: Iterable[RiskRecord]) -> Calibration:
     """
     records = list(records)
     try:
-        return recalibration.calibrate(records)
+        return recalibration.calibrate(records, deadline=_deadline)
     except ValueError as exc:
         bad = next(r for r in records if not 0.0 <= r.risk <= 1.0)
         raise ValueError(
@@ -84,6 +85,15 @@ class _Recalibrated:
 
     risk: float
     missed: bool
+    deadline: tuple[str, str]
+
+
+def _deadline(record: RiskRecord | _Recalibrated) -> tuple[str, str]:
+    """The deadline a record is an estimate of: the replay names each deadline of a project
+    once (one cutoff), so (project, name) is one outcome."""
+    if isinstance(record, _Recalibrated):
+        return record.deadline
+    return (record.project, record.deadline)
 
 
 def calibrate_recalibrated(records: Sequence[RiskRecord]) -> Calibration | None:
@@ -92,5 +102,10 @@ def calibrate_recalibrated(records: Sequence[RiskRecord]) -> Calibration | None:
     if not records or any(r.calibrated is None for r in records):
         return None
     return recalibration.calibrate(
-        _Recalibrated(r.calibrated, r.missed) for r in records if r.calibrated is not None
+        (
+            _Recalibrated(r.calibrated, r.missed, (r.project, r.deadline))
+            for r in records
+            if r.calibrated is not None
+        ),
+        deadline=_deadline,
     )

@@ -72,8 +72,36 @@ def test_reliability_table_and_largest_judged_deviation() -> None:
     assert first.deviation == pytest.approx(0.95)
     assert result.max_deviation() == pytest.approx(0.15)
     assert result.max_deviation(min_count=10) == pytest.approx(0.95)
-    assert reliability_rows(result)[2] == ["[0.2, 0.3)", "100", "0.250", "0.400", "+0.150", "yes"]
+    assert reliability_rows(result)[2] == [
+        "[0.2, 0.3)", "100", "0.250", "0.400", "+0.150", "-", "-", "yes"
+    ]  # fmt: skip
     assert calibration_document(result)["max_abs_deviation_judged"] == pytest.approx(0.15)
+
+
+def test_a_deciles_evidence_is_counted_by_deadline() -> None:
+    """[0.2, 0.3): deadline a estimated 4 times at 0.25 and missed (residuals 4 x 0.75 = 3),
+    deadline b 4 times at 0.25 and met (4 x -0.25 = -1): 8 estimates, observed 0.5, deviation
+    +0.25; two deadlines, standard error sqrt(3^2 + 1^2) / 8 = sqrt(10) / 8 = 0.395 (counted
+    as 8 independent estimates it would be sqrt(0.25 / 8) = 0.177). [0.7, 0.8): one deadline
+    c, 0.75 and missed: residual 0.25, standard error 0.25."""
+    items = [judged("a", "gold", 0.25, True) for _ in range(4)]
+    items += [judged("b", "gold", 0.25, False) for _ in range(4)]
+    items.append(judged("c", "gold", 0.75, True))
+    result = calibrate(items, deadline=lambda j: j.deadline_id)
+    second, seventh = result.deciles[2], result.deciles[7]
+    assert (second.count, second.deadlines, second.deviation) == (8, 2, pytest.approx(0.25))
+    assert second.standard_error == pytest.approx(10**0.5 / 8)
+    assert (seventh.count, seventh.deadlines) == (1, 1)
+    assert seventh.standard_error == pytest.approx(0.25)
+    empty = result.deciles[0]
+    assert (empty.deadlines, empty.standard_error) == (0, None)
+    assert reliability_rows(result)[2] == [
+        "[0.2, 0.3)", "8", "0.250", "0.500", "+0.250", "2", "0.791", "no"
+    ]  # fmt: skip
+    row = calibration_document(result)["deciles"][2]
+    assert (row["deadlines"], row["standard_error"]) == (2, pytest.approx(0.3953, abs=1e-4))
+    # Without knowing the deadlines, none is claimed.
+    assert calibrate(items).deciles[2].deadlines is None
 
 
 def test_the_replay_records_are_scored_by_the_same_function() -> None:
@@ -301,13 +329,14 @@ def test_evidence_counts_deadlines_not_estimates() -> None:
 
 
 def test_same_table_as_the_replay_prints_today() -> None:
-    """Until the replay switches over, both compute the same document from the same records."""
+    """Both compute the same document from the same records, the replay telling which
+    deadline each record is of."""
     from controller.sim import calibration as replay  # noqa: PLC0415 - only this test
 
     records = [
         RiskRecord(time=float(i), project="p", deadline="d", risk=(i % 11) / 10, missed=i % 3 == 0)
         for i in range(300)
     ]
-    assert calibration_document(calibrate(records)) == replay.calibration_document(
-        replay.calibrate(records)
-    )
+    assert calibration_document(
+        calibrate(records, deadline=lambda r: (r.project, r.deadline))
+    ) == replay.calibration_document(replay.calibrate(records))

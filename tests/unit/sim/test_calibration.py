@@ -20,6 +20,7 @@ import pytest
 from controller.sim.calibration import (
     MIN_ESTIMATES,
     calibrate,
+    calibrate_recalibrated,
     calibration_document,
     decile_of,
     describe,
@@ -80,6 +81,10 @@ def test_the_reliability_table_by_hand() -> None:
         assert decile.mean_predicted == pytest.approx(predicted)
         assert decile.observed == pytest.approx(observed)
         assert decile.deviation == pytest.approx(deviation)
+        # Every estimate is of one deadline (vision/d4): one draw a decile, so the deviation's
+        # standard error counted by deadline is its whole size.
+        assert decile.deadlines == 1
+        assert decile.standard_error == pytest.approx(abs(deviation))
     empty = got.deciles[5]
     assert (empty.count, empty.mean_predicted, empty.observed, empty.deviation) == (
         0,
@@ -93,6 +98,23 @@ def test_the_reliability_table_by_hand() -> None:
         "[0.6, 0.7)",
         "[0.9, 1.0]",
     ]
+
+
+def test_the_recalibrated_table_counts_its_deadlines() -> None:
+    """Calibrated 0.4 twice for p/a (missed: residuals 2 x 0.6 = 1.2) and twice for p/b (met:
+    2 x -0.4 = -0.8): observed 0.5, deviation +0.1, 2 deadlines, standard error
+    sqrt(1.2^2 + 0.8^2) / 4 = sqrt(2.08) / 4."""
+    log = [
+        RiskRecord(float(i), "p", name, 0.9, missed, calibrated=0.4)
+        for name, missed in (("a", True), ("b", False))
+        for i in range(2)
+    ]
+    got = calibrate_recalibrated(log)
+    assert got is not None
+    decile = got.deciles[4]
+    assert (decile.count, decile.deadlines) == (4, 2)
+    assert decile.deviation == pytest.approx(0.1)
+    assert decile.standard_error == pytest.approx(2.08**0.5 / 4)
 
 
 def test_the_brier_score_by_hand() -> None:
@@ -152,9 +174,11 @@ def test_the_document_and_the_rows_carry_the_table() -> None:
         "mean_predicted": pytest.approx(0.325),
         "observed": 0.5,
         "deviation": pytest.approx(0.175),
+        "deadlines": 1,
+        "standard_error": pytest.approx(0.175),
     }
     rows = reliability_rows(got)
-    assert rows[0] == ["[0.0, 0.1)", "4", "0.050", "0.250", "+0.200", "no"]
-    assert rows[5] == ["[0.5, 0.6)", "0", "-", "-", "-", "no"]
+    assert rows[0] == ["[0.0, 0.1)", "4", "0.050", "0.250", "+0.200", "1", "0.400", "no"]
+    assert rows[5] == ["[0.5, 0.6)", "0", "-", "-", "-", "0", "-", "no"]
     assert "Brier score 0.1843" in describe(got)
     assert f"no decile holds {MIN_ESTIMATES} estimates" in describe(got)
