@@ -20,16 +20,12 @@ of Philly takes several minutes a replay).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 
-from controller.risk.recalibration import MIN_ESTIMATES, decile_of
 from controller.sim.calibration import calibrate, calibrate_recalibrated
 from controller.sim.engine import POLICY, replay
-from controller.sim.model import RiskRecord
 from controller.sim.run import prepare, traces_dir
 from controller.sim.tables import as_list
 
@@ -45,29 +41,6 @@ GOAL = 0.05
 
 def parse_list(text: str) -> list[str]:
     return [w.strip() for w in text.split(",") if w.strip()]
-
-
-def clustered(records: Sequence[RiskRecord]) -> list[tuple[str, int, int, float, float]]:
-    """Per judged decile of the calibrated risk: (decile, estimates, deadlines, deviation,
-    standard error of the deviation with estimates clustered by deadline)."""
-    by_decile: dict[int, list[RiskRecord]] = defaultdict(list)
-    for r in records:
-        if r.calibrated is not None:
-            by_decile[decile_of(min(max(r.calibrated, 0.0), 1.0))].append(r)
-    rows = []
-    for k in sorted(by_decile):
-        items = by_decile[k]
-        if len(items) < MIN_ESTIMATES:
-            continue
-        residual: dict[tuple[str, str], float] = defaultdict(float)
-        for r in items:
-            assert r.calibrated is not None
-            residual[(r.project, r.deadline)] += (1.0 if r.missed else 0.0) - r.calibrated
-        n = len(items)
-        deviation = sum(residual.values()) / n
-        stderr = math.sqrt(sum(v * v for v in residual.values())) / n
-        rows.append((f"[{k / 10:.1f}, {(k + 1) / 10:.1f})", n, len(residual), deviation, stderr))
-    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,11 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"raw max dev {_f(worst_raw)} Brier {_f(raw.brier, 4)}; calibrated max dev "
                     f"{_f(worst)} Brier {_f(fixed.brier, 4)}: {'met' if ok else 'NOT MET'}"
                 )
-                for label, n, deadlines, deviation, stderr in clustered(log):
+                for decile in fixed.judged():
+                    deviation, stderr = decile.deviation, decile.standard_error
+                    assert deviation is not None and stderr is not None and decile.deadlines
                     within = "within" if abs(deviation) <= 2 * stderr else "beyond"
                     print(
-                        f"    {label}: {n:,} estimates of {deadlines:,} deadlines, deviation "
-                        f"{deviation:+.3f} +/- {stderr:.3f} ({within} 2 standard errors)"
+                        f"    {decile.label}: {decile.count:,} estimates of {decile.deadlines:,} "
+                        f"deadlines, deviation {deviation:+.3f} +/- {stderr:.3f} ({within} 2 "
+                        "standard errors)"
                     )
                 sys.stdout.flush()
     print(f"calibration goal (max deviation <= {GOAL}, Brier beats raw): met on {met}/{total}")
