@@ -238,7 +238,7 @@ RELIABILITY_HEADER = (
     "observed",
     "deviation",
     "deadlines",
-    "± 2 s.e.",
+    "+/- 2 s.e.",
 )
 JUDGED_HEADER = f">= {MIN_ESTIMATES} estimates"
 

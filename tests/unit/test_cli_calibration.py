@@ -56,7 +56,7 @@ def test_prints_the_table_brier_and_counts_of_the_window(tmp_path: Path) -> None
     assert "tier bronze: 1 deadlines judged (0 missed)" in out
     assert "[0.9, 1.0]" in out
     # Each decile says how many deadlines stand behind it: one each here.
-    assert "deadlines" in out and "± 2 s.e." in out
+    assert "deadlines" in out and "+/- 2 s.e." in out
     row = next(line for line in out.splitlines() if line.strip().startswith("[0.2, 0.3)"))
     assert row.split()[2:] == ["1", "0.200", "1.000", "+0.800", "1", "1.600", "no"]
 
