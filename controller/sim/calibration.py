@@ -88,12 +88,14 @@ class _Recalibrated:
     deadline: tuple[str, str]
 
 
-def _deadline(record: RiskRecord | _Recalibrated) -> tuple[str, str]:
+def _deadline(record: RiskRecord) -> tuple[str, str]:
     """The deadline a record is an estimate of: the replay names each deadline of a project
     once (one cutoff), so (project, name) is one outcome."""
-    if isinstance(record, _Recalibrated):
-        return record.deadline
     return (record.project, record.deadline)
+
+
+def _recalibrated_deadline(record: _Recalibrated) -> tuple[str, str]:
+    return record.deadline
 
 
 def calibrate_recalibrated(records: Sequence[RiskRecord]) -> Calibration | None:
@@ -107,5 +109,5 @@ def calibrate_recalibrated(records: Sequence[RiskRecord]) -> Calibration | None:
             for r in records
             if r.calibrated is not None
         ),
-        deadline=_deadline,
+        deadline=_recalibrated_deadline,
     )
