@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterable, Mapping
 
-from controller.risk.urgency import LEVELS, urgency_level
+from controller.risk.urgency import LEVELS, demoted, urgency_level
 
 
 def boost_step(priority_boost_value: int, tier_priorities: Iterable[int]) -> int:
@@ -65,19 +65,6 @@ def deadline_boosts(
         if level:
             out[key] = -step * level
     return out
-
-
-def demoted(
-    lost: Mapping[tuple[str, str], float],
-    created: Mapping[tuple[str, str], float],
-    *,
-    now: float,
-    max_wait_seconds: float,
-) -> frozenset[tuple[str, str]]:
-    """The lost workloads that stay demoted: those that have waited less than
-    `max_wait_seconds` since they were created. Past it a lost workload takes its deadline
-    order again (the most urgent level), so none waits behind savable work for ever."""
-    return frozenset(key for key in lost if now - created.get(key, now) < max_wait_seconds)
 
 
 __all__ = ["LEVELS", "boost_step", "deadline_boosts", "demoted", "urgency_level"]

@@ -28,7 +28,7 @@ from controller.capacity import (
     whole_nodes,
 )
 from controller.collector import pausing_collector
-from controller.decide.boost import boost_step, deadline_boosts, demoted
+from controller.decide.boost import boost_step, deadline_boosts
 from controller.decide.lanes import Lane, LaneInput, SpotOutlook, fit_lanes, lane_candidates
 from controller.decide.mix import (
     Decision,
@@ -356,7 +356,7 @@ def plan_capacity(observation: Observation) -> CapacityPlan:
     decisions = _retrack(
         policy_set, decisions, reports, now=now, recalibration=observation.recalibration
     )
-    boosts, lost = _boosts(observation, final, step, now=now)
+    boosts, lost = _boosts(observation, final, step)
     running_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_by_pool: dict[str, float] = {p.name: 0.0 for p in policy.spec.pools}
     pending_counts: dict[str, int] = {}
@@ -456,28 +456,16 @@ def _applied(
 
 
 def _boosts(
-    observation: Observation, model: RiskModel, step: int, *, now: float
+    observation: Observation, model: RiskModel, step: int
 ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], LostWorkload]]:
     """The priority boosts of waiting work (deadline order, lost work last for as long as
     the policy lets it wait), and the lost workloads. Lost work is judged in every tier,
     since its owner is told whatever the tier; only tiers with `demoteLost` place it after
     savable work. No deadline order, no demotion: the lost are still reported."""
-    policy = observation.policy_set.policy
-    risk = policy.spec.risk
-    lost = model.lost_workloads(risk.lost_below)
+    lost = model.lost_workloads(observation.policy_set.policy.spec.risk.lost_below)
     if not step:
         return {}, lost
-    demoting = {t.name for t in policy.spec.tiers if t.demote_lost}
-    tiers = {p.name: p.spec.tier for p in observation.policy_set.projects}
-    demotable = {k: v.chance for k, v in lost.items() if tiers.get(v.project) in demoting}
-    # Only the lost workloads' creation times are read: their projects' workloads hold them.
-    created = {
-        (w.namespace, w.name): w.created
-        for project in {lost[k].project for k in demotable}
-        for w in model.by_project.get(project, ())
-    }
-    kept = demoted(demotable, created, now=now, max_wait_seconds=risk.lost_max_wait_seconds)
-    return deadline_boosts(model.pending_slack(), step=step, demoted=kept), lost
+    return deadline_boosts(model.pending_slack(), step=step, demoted=model.demoted()), lost
 
 
 def _lanes_and_holds(

@@ -31,7 +31,7 @@ from controller.capacity import FlavorQuota, spot_allowed
 from controller.risk.deadline import Capacity, Estimate, Job, Problem, estimate_many
 from controller.risk.learning import RuntimeLearner
 from controller.risk.pools import PoolStats
-from controller.risk.urgency import chance_to_finish, urgency_level
+from controller.risk.urgency import LEVELS, chance_to_finish, demoted, urgency_level
 from controller.risk.wait import WaitEstimate, WaitProblem, estimate_waits
 from controller.risk.workloads import WorkloadView
 
@@ -441,6 +441,10 @@ class RiskModel:
         self._deadline_work: list[_DeadlineWork] | None = None
         """`_pending_deadline_jobs`, made once: the lanes and the lost-work judgement read it
         from the models before and after a split, and it does not depend on the split."""
+        self._lost: dict[float, dict[tuple[str, str], LostWorkload]] = {}
+        """Per `lostBelow`, `lost_workloads`: the queue order (through `demoted`) and the plan
+        both read it, and a node's launch, all it reads of the split, is the pools' own."""
+        self._demoted: frozenset[tuple[str, str]] | None = None
         for project in snapshot.policy_set.projects:
             for deadline in project.spec.deadlines:
                 self._cutoffs[(project.name, deadline.name)] = cutoff(deadline, snapshot.now)
@@ -501,7 +505,11 @@ class RiskModel:
             levels = None
             project = self.snapshot.policy_set.project(name)
             if self.snapshot.deadline_first and project is not None and project.spec.deadlines:
-                levels = {key: urgency_level(slack) for key, slack in self._slack(project).items()}
+                down = self.demoted()
+                levels = {
+                    key: LEVELS - 1 if key in down else urgency_level(slack)
+                    for key, slack in self._slack(project).items()
+                }
             self._queues[name] = _ordered(self.by_project[name], levels)
         return self._queues[name]
 
@@ -544,6 +552,8 @@ class RiskModel:
         other._carried = self._carried
         other._carried_waits = self._carried_waits
         other._deadline_work = self._deadline_work
+        other._lost = self._lost
+        other._demoted = self._demoted
         return other
 
     def _estimate(
@@ -864,7 +874,11 @@ class RiskModel:
         it less than `lost_below` chance to finish in time. Every tier is judged: its owner is
         told whatever the tier, while only tiers with `demoteLost` are reordered (the plan
         filters them)."""
+        known = self._lost.get(lost_below)
+        if known is not None:
+            return known
         out: dict[tuple[str, str], LostWorkload] = {}
+        self._lost[lost_below] = out
         now = self.snapshot.now
         for project, workload, first, at, job in self._pending_deadline_jobs():
             launch = self._capacity(project).provisioning_latency_seconds
@@ -873,6 +887,41 @@ class RiskModel:
                 key = (workload.namespace, workload.name)
                 out[key] = LostWorkload(chance, project.name, first.name, at)
         return out
+
+    def demoted(self) -> frozenset[tuple[str, str]]:
+        """The waiting workloads the boosts place after savable work this pass: lost, in a
+        tier with `demoteLost`, and created less than `lostMaxWaitSeconds` ago. The queue
+        order reads it, so the model predicts the order Kueue will follow: with lost work
+        first, as its negative slack alone would place it, every savable workload behind it
+        looks later than it is, and the mix is raised for deadlines the order already saves.
+        None without the deadline order (no boosts, so no demotion either)."""
+        if self._demoted is not None:
+            return self._demoted
+        spec = self.snapshot.policy_set.policy.spec
+        tiers = {t.name for t in spec.tiers if t.demote_lost}
+        if not self.snapshot.deadline_first or not tiers:
+            self._demoted = frozenset()
+            return self._demoted
+        of_tier = {p.name: p.spec.tier for p in self.snapshot.policy_set.projects}
+        lost = self.lost_workloads(spec.risk.lost_below)
+        demotable = {
+            key: judged.chance
+            for key, judged in lost.items()
+            if of_tier.get(judged.project) in tiers
+        }
+        # Only the demotable workloads' creation times are read: their projects hold them.
+        created = {
+            (w.namespace, w.name): w.created
+            for project in {lost[key].project for key in demotable}
+            for w in self.by_project.get(project, ())
+        }
+        self._demoted = demoted(
+            demotable,
+            created,
+            now=self.snapshot.now,
+            max_wait_seconds=spec.risk.lost_max_wait_seconds,
+        )
+        return self._demoted
 
     def spot_capacity(self, project: str) -> Capacity | None:
         """The project's capacity under the current split (its pools' spot figures)."""

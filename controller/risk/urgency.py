@@ -8,6 +8,7 @@ model orders a queue the same way, so that what it predicts is the order Kueue w
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 URGENCY_BASE_SECONDS = 3600.0
 URGENCY_RATIO = 4.0
@@ -41,4 +42,24 @@ def urgency_level(slack_seconds: float | None) -> int:
     return min(level, LEVELS - 1)
 
 
-__all__ = ["LEVELS", "URGENCY_BASE_SECONDS", "URGENCY_RATIO", "chance_to_finish", "urgency_level"]
+def demoted(
+    lost: Mapping[tuple[str, str], float],
+    created: Mapping[tuple[str, str], float],
+    *,
+    now: float,
+    max_wait_seconds: float,
+) -> frozenset[tuple[str, str]]:
+    """The lost workloads that stay demoted: those that have waited less than
+    `max_wait_seconds` since they were created. Past it a lost workload takes its deadline
+    order again (the most urgent level), so none waits behind savable work for ever."""
+    return frozenset(key for key in lost if now - created.get(key, now) < max_wait_seconds)
+
+
+__all__ = [
+    "LEVELS",
+    "URGENCY_BASE_SECONDS",
+    "URGENCY_RATIO",
+    "chance_to_finish",
+    "demoted",
+    "urgency_level",
+]

@@ -84,3 +84,61 @@ def test_waiting_work_is_queued_tightest_deadline_first_when_boosts_are_on(
     assert reports["loose"].risk < 0.02
     finish = {name: (e.p50_finish - FIXED_NOW) / HOUR for name, e in reports.items()}
     assert finish == pytest.approx(want_hours, rel=0.1)
+
+
+def demoting_world(demote: bool) -> PolicySet:
+    """The same project with a third deadline, `gone`, due in half an hour, in a tier that
+    demotes lost work or does not."""
+
+    def at(hours: float) -> str:
+        return datetime.fromtimestamp(FIXED_NOW + hours * HOUR, UTC).isoformat()
+
+    project = project_doc(
+        quotas=[{"pool": "a100", "nominalGpus": 8}],
+        deadlines=[{"name": "tight", "at": at(2.2)}, {"name": "gone", "at": at(0.5)}],
+    )
+    tiers = [
+        {"name": "production", "priority": 1000, "demoteLost": demote},
+        {"name": "research", "priority": 100, "preemption": "Never"},
+    ]
+    pool = pool_doc(onDemand={"floorGpus": 8, "ceilingGpus": 8}, maxGpus=8)
+    return load_policy_set(
+        [("policy", policy_doc(pools=[pool], tiers=tiers)), ("project", project)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("demote", "tight_missed", "want_hours"),
+    [
+        pytest.param(False, True, {"tight": 3.0, "gone": 2.0}, id="lost first: tight misses"),
+        pytest.param(True, False, {"tight": 1.0, "gone": 3.0}, id="lost demoted: tight in time"),
+    ],
+)
+def test_demoted_lost_work_is_queued_after_savable_work(
+    demote: bool, tight_missed: bool, want_hours: dict[str, float]
+) -> None:
+    """`hopeless` (8 GPUs, 2 h, submitted first) counts toward `gone`, due in 30 minutes: even
+    started now it has next to no chance (lost). Its slack is negative, the most urgent level,
+    so undemoted it goes first and `late` (1 h, due in 2.2 h) finishes at about 3 h and misses.
+    Where the tier demotes lost work the boosts put `hopeless` behind `late`, and the model
+    must queue it there too: `late` done at about 1 h, `hopeless` at 3 h."""
+    workloads = [
+        pending("hopeless", 2, "gone", FIXED_NOW - 120),
+        pending("late", 1, "tight", FIXED_NOW - 60),
+    ]
+    snapshot = Snapshot(
+        policy_set=demoting_world(demote),
+        quotas={},
+        workloads=workloads,
+        pools={"a100": PoolStats("a100", 0.0, 0.0, 1.0, 0)},
+        now=FIXED_NOW,
+        deadline_first=True,
+    )
+    model = RiskModel(snapshot)
+    assert set(model.lost_workloads(0.05)) == {("vision", "hopeless")}
+    assert model.demoted() == ({("vision", "hopeless")} if demote else frozenset())
+    reports = {r.deadline: r.estimate for r in model.deadlines()}
+    assert (reports["tight"].risk > 0.9) is tight_missed
+    assert (reports["tight"].risk < 0.02) is not tight_missed
+    finish = {name: (e.p50_finish - FIXED_NOW) / HOUR for name, e in reports.items()}
+    assert finish == pytest.approx(want_hours, rel=0.1)
