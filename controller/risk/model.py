@@ -894,7 +894,7 @@ class RiskModel:
         order reads it, so the model predicts the order Kueue will follow: with lost work
         first, as its negative slack alone would place it, every savable workload behind it
         looks later than it is, and the mix is raised for deadlines the order already saves.
-        None without the deadline order (no boosts, so no demotion either)."""
+        Empty without the deadline order (no boosts, so no demotion either)."""
         if self._demoted is not None:
             return self._demoted
         spec = self.snapshot.policy_set.policy.spec
