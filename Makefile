@@ -114,6 +114,10 @@ bench-calibration: setup ## the deadline risk's calibration, raw and recalibrate
 bench-sweep: setup ## the bench-sim grid as a sweep, local vs local Ray: wall time, peak memory, Ray's overhead per cell (long; QUICK=1 quick)
 	$(PY) bench/bench_sweep.py $(if $(QUICK),--quick)
 
+.PHONY: bench-draws
+bench-draws: setup ## the policy against policy-fifo in three draws per run (decision interval 899/900/901 s), judged on the means (long; ARGS="alibaba --seeds 0")
+	$(PY) bench/bench_draws.py $(ARGS)
+
 .PHONY: bench-levers
 bench-levers: setup ## the per-workload levers at equal cost: policy vs static frontier, reactive, ablations (busiest 14 days, Alibaba; seeds 0-2)
 	$(PY) bench/bench_levers.py

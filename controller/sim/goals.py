@@ -15,6 +15,9 @@ cases; a goal is met when it holds in every case:
 - **speed**: the whole Philly replay, the policy and every baseline, takes under 5 minutes
   (checked only on the case named `philly`; the machine's cores are the reader's to state).
 
+One replay is one draw: `judge_draws` compares the policy with an ablation over several draws
+of a case (`bench/bench_draws.py`), paired by what differs between them, on the means.
+
 A case that lacks what a goal compares (no reactive run, no production tier, no risk
 estimates) leaves the goal *not checked* rather than met. The checks and the tables are pure
 functions of `CaseNumbers`, which `case_numbers` takes from a replay's figures, so they are
@@ -23,6 +26,7 @@ tested on hand-built numbers.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -379,3 +383,35 @@ def case_table(case: CaseNumbers) -> list[str]:
         for run in case.runs
     ]
     return table(header, rows, markdown=False)
+
+
+@dataclass(frozen=True)
+class DrawVerdict:
+    """The policy's misses in several draws of one case against another run's, paired."""
+
+    policy_mean: float
+    other_mean: float
+    wins: int
+    """Pairings where the policy missed no more than the other run."""
+    pairs: int
+
+    @property
+    def met(self) -> bool:
+        """No more misses than the other run, on the means."""
+        return self.policy_mean <= self.other_mean
+
+    @property
+    def excess(self) -> float:
+        """How far the policy's mean is above the other's, as a fraction of it (0 if met)."""
+        if self.met or not self.other_mean:
+            return 0.0
+        return self.policy_mean / self.other_mean - 1
+
+
+def judge_draws(policy: Sequence[int], other: Sequence[int]) -> DrawVerdict:
+    """Draw i of the policy against draw i of the other run (the same perturbation, say the
+    same decision interval). Raises ValueError unless both have the same number, at least 1."""
+    if not policy or len(policy) != len(other):
+        raise ValueError(f"expected paired draws, got {len(policy)} and {len(other)}")
+    wins = sum(p <= o for p, o in zip(policy, other, strict=True))
+    return DrawVerdict(statistics.fmean(policy), statistics.fmean(other), wins, len(policy))

@@ -32,6 +32,7 @@ from controller.sim.goals import (
     check_production,
     check_recalibration,
     check_speed,
+    judge_draws,
 )
 from controller.sim.model import JobOutcome, RiskRecord, RunResult
 from controller.sim.report import Measurement, figures_for_runs
@@ -383,3 +384,46 @@ def test_case_numbers_read_a_replays_figures() -> None:
     assert (first.wall_seconds, first.peak_rss_mib) == (12.5, 80.0)
     second = got.runs[1]
     assert (second.estimates, second.calibration_deviation, second.wall_seconds) == (0, None, None)
+
+
+# ------------------------------------------------------------------------------ draws
+
+
+@pytest.mark.parametrize(
+    ("policy", "other", "want"),
+    [
+        # Philly's busiest days, seed 1, decision intervals 899 / 900 / 901 s: the policy wins
+        # only the last pairing, and its mean 4,346 / 3 = 1,448.7 is above FIFO's 4,215 / 3 =
+        # 1,405: NOT met, by 43.7 / 1,405 = 3.1 %.
+        pytest.param(
+            (1508, 1458, 1380),
+            (1348, 1420, 1447),
+            (1448.67, 1405.0, 1, False, 0.0311),
+            id="one pairing of three won, the mean above: not met",
+        ),
+        # Seed 0: one pairing won too, but the mean 5,575 / 3 = 1,858.3 is under 5,615 / 3.
+        pytest.param(
+            (1971, 1844, 1760),
+            (1804, 1840, 1971),
+            (1858.33, 1871.67, 1, True, 0.0),
+            id="one pairing of three won, the mean under: met",
+        ),
+        pytest.param((5,), (5,), (5.0, 5.0, 1, True, 0.0), id="a tie is no more misses"),
+        pytest.param((3, 0), (0, 0), (1.5, 0.0, 1, False, 0.0), id="against none: no fraction"),
+    ],
+)
+def test_draws_are_judged_on_their_means(
+    policy: tuple[int, ...], other: tuple[int, ...], want: tuple[float, float, int, bool, float]
+) -> None:
+    judged = judge_draws(policy, other)
+    policy_mean, other_mean, wins, met, excess = want
+    assert judged.policy_mean == pytest.approx(policy_mean, abs=0.01)
+    assert judged.other_mean == pytest.approx(other_mean, abs=0.01)
+    assert (judged.wins, judged.pairs, judged.met) == (wins, len(policy), met)
+    assert judged.excess == pytest.approx(excess, abs=0.0001)
+
+
+@pytest.mark.parametrize(("policy", "other"), [((), ()), ((1, 2), (1,))])
+def test_draws_must_pair(policy: tuple[int, ...], other: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="expected paired draws"):
+        judge_draws(policy, other)
