@@ -24,17 +24,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+import bench_sim
+
 from controller.sim.engine import ABLATIONS, POLICY, RunSpec
 from controller.sim.goals import DrawVerdict, judge_draws
 from controller.sim.run import peak_rss_any_mib, prepare, run_replays, traces_dir
 
 INTERVAL = 900.0
 """The replay's decision interval (`RunSpec.decision_interval`), the middle draw."""
-CASES = {
-    "philly-busiest14d": ("philly.csv.gz", "busiest14d"),
-    "alibaba": ("alibaba_openb_2023.csv.gz", None),
-    "philly": ("philly.csv.gz", None),
-}
+CASES = {case.name: case for case in bench_sim.CASES}
 DEFAULT_CASES = ("philly-busiest14d", "alibaba")
 
 
@@ -50,8 +48,8 @@ def draws(base: RunSpec, at: Sequence[float]) -> list[RunSpec]:
 def replay_case(
     name: str, seed: int, *, against: RunSpec, at: Sequence[float], jobs: int | None
 ) -> DrawVerdict:
-    trace, window = CASES[name]
-    inputs = prepare(traces_dir() / trace, seed=seed, window=window)
+    case = CASES[name]
+    inputs = prepare(traces_dir() / case.trace, seed=seed, window=case.window)
     specs = [*draws(POLICY, at), *draws(against, at)]
     replayed = run_replays(inputs, specs, seed=seed, err=sys.stderr, jobs=jobs)
     missed = [f.overall.missed for f in replayed.figures]
@@ -100,10 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"invalid offsets {args.offsets}: expected 0 to 60")
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"invalid jobs {args.jobs}: expected an integer >= 1")
-    words = [w.strip() for w in args.seeds.split(",")]
-    if not all(w.isdigit() for w in words):
-        parser.error(f"invalid seeds {args.seeds!r}: expected integers >= 0, comma-separated")
-    seeds = tuple(dict.fromkeys(int(w) for w in words))
+    try:
+        seeds = bench_sim.parse_seeds(args.seeds)
+    except ValueError as exc:
+        parser.error(str(exc))
     at = intervals(args.offsets)
     started = time.perf_counter()
     judged = {

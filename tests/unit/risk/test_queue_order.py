@@ -14,7 +14,9 @@ or 1, not exactly.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -29,16 +31,44 @@ FIXED_NOW = 1_800_000_000.0
 HOUR = 3600.0
 
 
-def world() -> PolicySet:
-    def at(hours: float) -> str:
-        return datetime.fromtimestamp(FIXED_NOW + hours * HOUR, UTC).isoformat()
+def at(hours: float) -> str:
+    return datetime.fromtimestamp(FIXED_NOW + hours * HOUR, UTC).isoformat()
 
+
+def world(
+    deadlines: Sequence[tuple[str, float]] = (("tight", 2.2), ("loose", 10)),
+    *,
+    demote: bool | None = None,
+) -> PolicySet:
+    """One project with 8 on-demand GPUs and the named deadlines (hours from now); `demote`
+    sets `demoteLost` on its tier (production) when given."""
     project = project_doc(
         quotas=[{"pool": "a100", "nominalGpus": 8}],
-        deadlines=[{"name": "tight", "at": at(2.2)}, {"name": "loose", "at": at(10)}],
+        deadlines=[{"name": name, "at": at(hours)} for name, hours in deadlines],
     )
     pool = pool_doc(onDemand={"floorGpus": 8, "ceilingGpus": 8}, maxGpus=8)
-    return load_policy_set([("policy", policy_doc(pools=[pool])), ("project", project)])
+    spec: dict[str, Any] = {"pools": [pool]}
+    if demote is not None:
+        spec["tiers"] = [
+            {"name": "production", "priority": 1000, "demoteLost": demote},
+            {"name": "research", "priority": 100, "preemption": "Never"},
+        ]
+    return load_policy_set([("policy", policy_doc(**spec)), ("project", project)])
+
+
+def model(
+    policy_set: PolicySet, workloads: Sequence[WorkloadView], *, deadline_first: bool
+) -> RiskModel:
+    return RiskModel(
+        Snapshot(
+            policy_set=policy_set,
+            quotas={},
+            workloads=workloads,
+            pools={"a100": PoolStats("a100", 0.0, 0.0, 1.0, 0)},
+            now=FIXED_NOW,
+            deadline_first=deadline_first,
+        )
+    )
 
 
 def pending(name: str, hours: float, deadline: str, created: float) -> WorkloadView:
@@ -70,41 +100,15 @@ WORKLOADS = [
 def test_waiting_work_is_queued_tightest_deadline_first_when_boosts_are_on(
     deadline_first: bool, tight_missed: bool, want_hours: dict[str, float]
 ) -> None:
-    snapshot = Snapshot(
-        policy_set=world(),
-        quotas={},
-        workloads=WORKLOADS,
-        pools={"a100": PoolStats("a100", 0.0, 0.0, 1.0, 0)},
-        now=FIXED_NOW,
-        deadline_first=deadline_first,
-    )
-    reports = {r.deadline: r.estimate for r in RiskModel(snapshot).deadlines()}
+    reports = {
+        r.deadline: r.estimate
+        for r in model(world(), WORKLOADS, deadline_first=deadline_first).deadlines()
+    }
     assert (reports["tight"].risk > 0.9) is tight_missed
     assert (reports["tight"].risk < 0.02) is not tight_missed
     assert reports["loose"].risk < 0.02
     finish = {name: (e.p50_finish - FIXED_NOW) / HOUR for name, e in reports.items()}
     assert finish == pytest.approx(want_hours, rel=0.1)
-
-
-def demoting_world(demote: bool) -> PolicySet:
-    """The same project with a third deadline, `gone`, due in half an hour, in a tier that
-    demotes lost work or does not."""
-
-    def at(hours: float) -> str:
-        return datetime.fromtimestamp(FIXED_NOW + hours * HOUR, UTC).isoformat()
-
-    project = project_doc(
-        quotas=[{"pool": "a100", "nominalGpus": 8}],
-        deadlines=[{"name": "tight", "at": at(2.2)}, {"name": "gone", "at": at(0.5)}],
-    )
-    tiers = [
-        {"name": "production", "priority": 1000, "demoteLost": demote},
-        {"name": "research", "priority": 100, "preemption": "Never"},
-    ]
-    pool = pool_doc(onDemand={"floorGpus": 8, "ceilingGpus": 8}, maxGpus=8)
-    return load_policy_set(
-        [("policy", policy_doc(pools=[pool], tiers=tiers)), ("project", project)]
-    )
 
 
 @pytest.mark.parametrize(
@@ -126,18 +130,12 @@ def test_demoted_lost_work_is_queued_after_savable_work(
         pending("hopeless", 2, "gone", FIXED_NOW - 120),
         pending("late", 1, "tight", FIXED_NOW - 60),
     ]
-    snapshot = Snapshot(
-        policy_set=demoting_world(demote),
-        quotas={},
-        workloads=workloads,
-        pools={"a100": PoolStats("a100", 0.0, 0.0, 1.0, 0)},
-        now=FIXED_NOW,
-        deadline_first=True,
-    )
-    model = RiskModel(snapshot)
-    assert set(model.lost_workloads(0.05)) == {("vision", "hopeless")}
-    assert model.demoted() == ({("vision", "hopeless")} if demote else frozenset())
-    reports = {r.deadline: r.estimate for r in model.deadlines()}
+    # `gone`, due in half an hour, in a tier that demotes lost work or does not.
+    policy_set = world((("tight", 2.2), ("gone", 0.5)), demote=demote)
+    judged = model(policy_set, workloads, deadline_first=True)
+    assert set(judged.lost_workloads(0.05)) == {("vision", "hopeless")}
+    assert judged.demoted() == ({("vision", "hopeless")} if demote else frozenset())
+    reports = {r.deadline: r.estimate for r in judged.deadlines()}
     assert (reports["tight"].risk > 0.9) is tight_missed
     assert (reports["tight"].risk < 0.02) is not tight_missed
     finish = {name: (e.p50_finish - FIXED_NOW) / HOUR for name, e in reports.items()}
