@@ -210,7 +210,12 @@ def prepare_trace(
     """
     in_window = trace.window_jobs
     if not in_window:
-        raise ValueError(f"{trace.source}: no usable job (in the window {window})")
+        raise ValueError(
+            f"{trace.source}: no usable job"
+            + (f" in the window {window}" if window else "")
+            + f" ({trace.skipped} unusable rows skipped: a job needs an id, a submit time"
+            " >= 0, a duration > 0 and GPUs > 0, all numbers)"
+        )
     demand = measure_demand(in_window)
     if policy_set is None:
         policy_set = default_policy_set(in_window)

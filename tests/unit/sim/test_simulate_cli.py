@@ -386,6 +386,18 @@ def test_bad_arguments_exit_non_zero_with_a_message(
     assert message in err
 
 
+def test_a_trace_without_a_usable_row_says_how_many_it_skipped_and_why(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("job_id,submit_time_s,duration_s,gpus\na,0,abc,1\nb,-5,100,1\nc,0,100,0\n")
+    code, _, err = simulate("--trace", str(path), "--out", str(tmp_path / "out"))
+    assert code == EXIT_INVALID
+    assert (
+        "bad.csv: no usable job (3 unusable rows skipped: a job needs an id, a submit time "
+        ">= 0, a duration > 0 and GPUs > 0, all numbers)"
+    ) in err
+    assert "window" not in err
+
+
 def test_a_missing_trace_is_an_error(tmp_path: Path) -> None:
     code, _, err = simulate("--trace", str(tmp_path / "none.csv"), "--out", str(tmp_path))
     assert code == EXIT_INVALID
