@@ -56,7 +56,14 @@ from controller.sim.report import (
 )
 from controller.sim.scenario import Demand, default_policy_set, measure_demand
 from controller.sim.sizing import policy_capacity, size_warnings
-from controller.sim.trace import DAY, Trace, describe_window, load_trace, parse_window
+from controller.sim.trace import (
+    DAY,
+    Trace,
+    describe_window,
+    load_trace,
+    no_usable_job,
+    parse_window,
+)
 
 DEFAULT_OUT = Path("sim-out")
 TRACES_ENV = "QUARTERMASTER_TRACES"
@@ -211,8 +218,7 @@ def prepare_trace(
     in_window = trace.window_jobs
     if not in_window:
         raise ValueError(
-            f"{trace.source}: no usable job"
-            + (f" in the window {window}" if window else "")
+            no_usable_job(trace, window)
             + f" ({trace.skipped} unusable rows skipped: a job needs an id, a submit time"
             " >= 0, a duration > 0 and GPUs > 0, all numbers)"
         )

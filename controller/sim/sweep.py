@@ -84,7 +84,7 @@ from controller.sim.sweep_report import (
     render_markdown,
     sweep_document,
 )
-from controller.sim.trace import Trace, load_trace, parse_window
+from controller.sim.trace import Trace, load_trace, no_usable_job, parse_window
 
 DEFAULT_OUT = Path("sim-out/sweep")
 SWEEP_JSON = "sweep.json"
@@ -392,10 +392,7 @@ def _read_input(
         window = parse_window(trace_input.window) if trace_input.window else None
         trace = load_trace(path, window=window, lead_in=trace_input.lead_in_seconds)
         if not trace.window_jobs:
-            raise ValueError(
-                f"{trace.source}: no usable job"
-                + (f" in the window {trace_input.window}" if trace_input.window else "")
-            )
+            raise ValueError(no_usable_job(trace, trace_input.window))
         if policy_documents is not None:
             return CellInputs(trace, policy_documents, str(policy_source))
         return CellInputs(trace, tuple(default_policy_documents(trace.window_jobs)))

@@ -220,6 +220,12 @@ def busiest_window(jobs: Sequence[TraceJob], *, days: int = 14) -> tuple[float, 
     return (begin * DAY, (begin + days) * DAY)
 
 
+def no_usable_job(trace: Trace, window: str | None) -> str:
+    """The error for a trace (or window) with no job to replay, named as the user asked for it:
+    the replay and the sweep both refuse one."""
+    return f"{trace.source}: no usable job" + (f" in the window {window}" if window else "")
+
+
 def describe_window(text: str | None, window: tuple[float, float] | None) -> str:
     """The window as the summary states it: the argument, the days it covers, and for
     `busiestNd` the measure that chose it.
