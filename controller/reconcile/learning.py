@@ -27,7 +27,9 @@ and the calibrated risk is the raw one, so a lost summary costs accuracy, never 
 A Workload that disappears (Kueue deleted it with its Job) before it was seen finished is taken
 as finished when last seen unfinished: late only if that was after the cutoff. A deadline's
 members are every Workload that counted toward it at any of its estimates (one outcome per
-deadline occurrence, as the ledger judges).
+deadline occurrence, as the ledger judges); one whose part is settled (finished by the cutoff,
+or gone before it) is let go, so that what a deadline weeks out keeps is its unfinished work,
+not every Workload that ever counted toward it.
 """
 
 from __future__ import annotations
@@ -62,13 +64,21 @@ SUMMARY_VERSION = 1
 
 @dataclass
 class _Open:
-    """A deadline occurrence waiting for its outcome."""
+    """A deadline occurrence waiting for its outcome.
+
+    Only what can still decide the outcome is kept: a Workload that finished by the cutoff (or
+    went while unfinished before it) can no longer make the deadline missed, so it leaves
+    `members`, and its key stays in `finished` only while it is still listed (so that it is not
+    counted again). A deadline weeks out, with a Workload a second counting toward it, would
+    otherwise keep every one of them until its cutoff, in memory and in the summary a restart
+    reads."""
 
     cutoff: float
     members: dict[Key, float] = field(default_factory=dict)
-    """Each Workload that counted toward it -> when it was last seen unfinished."""
+    """Each Workload counting toward it whose part is not settled -> when it was last seen
+    unfinished."""
     finished: dict[Key, float] = field(default_factory=dict)
-    """Members seen finished -> their finish."""
+    """Members seen finished by the cutoff and still listed -> their finish."""
 
 
 class OutcomeLearning:
@@ -165,11 +175,12 @@ class OutcomeLearning:
             if opened is None:
                 opened = self._open[ident] = _Open(report.cutoff)
                 self.revision += 1
-            members = opened.members
+            members, settled = opened.members, opened.finished
             before = len(members)
             members.update(
-                ((w.namespace, w.name), now)
+                (key, now)
                 for w in counting_toward(by_project.get(report.project, ()), deadline)
+                if (key := (w.namespace, w.name)) not in settled
             )
             self.revision += len(members) - before  # each Workload newly counted
         return calibrated
@@ -180,18 +191,20 @@ class OutcomeLearning:
         self._fitted_size, self._judged_since_fit = len(judged), since_fit
         self.fits += 1
 
-    @staticmethod
-    def _outcome(opened: _Open, seen: Mapping[Key, WorkloadView], now: float) -> bool | None:
-        """True missed, False met, None not known yet."""
+    def _outcome(self, opened: _Open, seen: Mapping[Key, WorkloadView], now: float) -> bool | None:
+        """True missed, False met, None not known yet. Members whose part is settled (finished
+        by the cutoff, or gone while unfinished before it) leave `members`; finished ones no
+        longer listed leave `finished`."""
         running = False
+        settled: list[Key] = []
         for key, last_seen in opened.members.items():
             workload = seen.get(key)
             if workload is not None and workload.finished:
                 finish = workload.finished_at if workload.finished_at is not None else now
-                opened.finished.setdefault(key, finish)
-            if key in opened.finished:
-                if opened.finished[key] > opened.cutoff:
+                if finish > opened.cutoff:
                     return True
+                opened.finished[key] = finish
+                settled.append(key)
             elif workload is not None:
                 opened.members[key] = now
                 if now > opened.cutoff:
@@ -199,6 +212,14 @@ class OutcomeLearning:
                 running = True
             elif last_seen > opened.cutoff:
                 return True  # gone, and last seen unfinished after the cutoff
+            else:
+                settled.append(key)  # gone, taken as finished when last seen, by the cutoff
+        for key in settled:
+            del opened.members[key]
+        gone = [key for key in opened.finished if key not in seen]
+        for key in gone:
+            del opened.finished[key]
+        self.revision += len(settled) + len(gone)
         if now > opened.cutoff or not running:
             return False
         return None

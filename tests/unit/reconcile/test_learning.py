@@ -196,3 +196,37 @@ def test_the_revision_moves_with_what_a_summary_would_show() -> None:
     assert [j.missed for j in learning.judged_last] == [False]
     learning.judge(POLICY_SET, [], [], 500.0)
     assert learning.judged_last == ()
+
+
+def test_a_deadline_keeps_only_the_work_that_can_still_decide_it() -> None:
+    """Far from its cutoff, a deadline lets go of the Workloads whose part is settled: a,
+    finished at 500, is kept (as finished) only while it is listed, and not counted again;
+    c, gone unfinished at 600, is taken as finished then; b, still running, is what is left.
+    The outcome is the one keeping them all gives: met once b finishes by the cutoff."""
+    learning = OutcomeLearning()
+    learning.judge(POLICY_SET, [report(0.4, workloads=3)], [workload(n) for n in "abc"], 100.0)
+    listed = [workload("a", finished_at=500.0), workload("b")]
+    learning.judge(POLICY_SET, [report(0.4, workloads=2)], listed, 600.0)
+    (opened,) = learning.summary()["open"].values()
+    assert opened["members"] == [["vision", "b", 600.0]]
+    assert opened["finished"] == [["vision", "a", 500.0]]
+    revision = learning.revision
+    learning.judge(POLICY_SET, [report(0.4, workloads=2)], listed, 700.0)
+    assert learning.revision == revision, "a, finished and still listed, is not counted again"
+    learning.judge(POLICY_SET, [report(0.4, workloads=1)], [workload("b")], 800.0)
+    (opened,) = learning.summary()["open"].values()
+    assert opened["finished"] == [], "a is no longer listed"
+    assert opened["members"] == [["vision", "b", 800.0]]
+    assert not learning.ledger.judged
+    learning.judge(POLICY_SET, [], [workload("b", finished_at=CUTOFF - 1)], CUTOFF - 1)
+    assert [j.missed for j in learning.ledger.judged] == [False]
+    assert learning.summary()["open"] == {}
+
+
+def test_a_settled_member_does_not_hide_a_late_one() -> None:
+    """a finished by the cutoff and let go; b still running after it: missed."""
+    learning = OutcomeLearning()
+    learning.judge(POLICY_SET, [report(0.4, workloads=2)], [workload("a"), workload("b")], 100.0)
+    learning.judge(POLICY_SET, [], [workload("a", finished_at=300.0), workload("b")], 400.0)
+    learning.judge(POLICY_SET, [], [workload("b")], CUTOFF + 1)
+    assert [j.missed for j in learning.ledger.judged] == [True]
