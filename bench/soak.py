@@ -1133,14 +1133,12 @@ def final_section(run: Run) -> dict[str, Any]:
     }
 
 
-def tree_state() -> dict[str, Any]:
+def tree_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     """The commit and the uncommitted changes the measured controller ran with (read-only)."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False
-        )
-        return done.stdout.strip()
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return done.stdout.rstrip("\n")  # a status row starts with a space: keep it
 
     changed = [row[3:] for row in git("status", "--porcelain").splitlines()]
     return {
