@@ -81,6 +81,7 @@ from controller.history import REFRESH_SECONDS
 from controller.kube import kinds
 from controller.kube.client import KubeClient, KubeError
 from controller.kube.events import SERIES_WINDOW
+from testenv.checkout import tree_state
 from testenv.controller_process import (
     ControllerExitedError,
     RunOptions,
@@ -822,7 +823,7 @@ class Run:
 
 def soak(options: Options, state: Path) -> Run:
     outcome = Outcome()
-    tree = tree_state()  # as the controller process is about to import it
+    tree = tree_state(REPO_ROOT)  # as the controller process is about to import it
     with ExitStack() as stack:
         world = build_world(stack, options, state, outcome)
         monitor, churn, scheduler = drive(world, options, outcome)
@@ -1130,20 +1131,6 @@ def final_section(run: Run) -> dict[str, Any]:
         "controller_exit_code": outcome.exit_code,
         "sigterm_to_exit_seconds": round(outcome.stop_seconds, 2),
         "peak_rss_mib_by_process": peaks,
-    }
-
-
-def tree_state(root: Path = REPO_ROOT) -> dict[str, Any]:
-    """The commit and the uncommitted changes the measured controller ran with (read-only)."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return done.stdout.rstrip("\n")  # a status row starts with a space: keep it
-
-    changed = [row[3:] for row in git("status", "--porcelain").splitlines()]
-    return {
-        "commit": git("rev-parse", "HEAD"),
-        "uncommitted_controller_files": [f for f in changed if f.startswith("controller/")],
     }
 
 

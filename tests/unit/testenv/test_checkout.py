@@ -1,13 +1,13 @@
-"""The soak's record of what it measured: the commit, and every controller file changed in the
-working tree (the first row of `git status --porcelain` starts with a space, which a stripped
-output loses, and with it the first letter of the first file's path)."""
+"""What a soak records of the code it measured: the commit, and every controller file changed
+in the working tree (the first row of `git status --porcelain` starts with a space, which a
+stripped output loses, and with it the first letter of the first file's path)."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from bench.soak import tree_state
+from testenv.checkout import tree_state
 
 
 def git(root: Path, *args: str) -> str:
