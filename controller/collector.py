@@ -142,10 +142,14 @@ class FullCollections:
         *,
         clock: Callable[[], float] = time.monotonic,
         collect: Callable[[], int] = gc.collect,
+        after: Callable[[], object] | None = None,
     ) -> None:
+        """`after` runs right after each collection, when the most memory is free (the loop
+        gives the allocator's free pages back there: `allocator.give_back_freed_memory`)."""
         self.interval = interval
         self._clock = clock
         self._collect = collect
+        self._after = after
         self._last = clock()
         self._wait = interval
 
@@ -155,6 +159,8 @@ class FullCollections:
         if started - self._last < self._wait:
             return False
         self._collect()
+        if self._after is not None:
+            self._after()
         self._last = self._clock()
         self._wait = max(self.interval, (self._last - started) / FULL_COLLECTION_SHARE)
         return True

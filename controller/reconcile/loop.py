@@ -24,7 +24,7 @@ from datetime import datetime
 import structlog
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
-from controller import names
+from controller import allocator, names
 from controller.backoff import Backoff, jittered, stop_when_set
 from controller.collector import FULL_COLLECTION_SECONDS, FullCollections
 from controller.history import HistoryReader
@@ -122,7 +122,9 @@ class Controller:
         self._last_pass_started = float("-inf")
         self._retry_at: float | None = None
         self._backoff = Backoff(initial=1.0, maximum=options.max_backoff_seconds)
-        self.collections = FullCollections(options.full_collection_seconds)
+        self.collections = FullCollections(
+            options.full_collection_seconds, after=allocator.give_back_freed_memory
+        )
         self.elector: LeaderElector | None = None
         if options.leader_election:
             self.elector = LeaderElector(

@@ -219,3 +219,20 @@ def test_a_full_collection_collects_the_oldest_generation() -> None:
     now[0] = 120.0
     assert collections.between_passes()
     assert gc.get_stats()[2]["collections"] == before + 1
+
+
+def test_what_follows_a_full_collection_runs_after_each_one() -> None:
+    """The loop gives freed memory back right after each full collection, and only then."""
+    now = [0.0]
+    events: list[str] = []
+
+    def collect() -> int:
+        events.append("collect")
+        return 0
+
+    collections = FullCollections(
+        120.0, clock=lambda: now[0], collect=collect, after=lambda: events.append("after")
+    )
+    for now[0] in (60.0, 121.0, 150.0, 242.0):
+        collections.between_passes()
+    assert events == ["collect", "after", "collect", "after"]
