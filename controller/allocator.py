@@ -19,8 +19,9 @@ it does nothing and says so.
 **Given back now and then.** Kept for good, freed memory is what the process's RSS grows by
 when a rare pass or response needs a block the free lists cannot serve: the heap grows, and
 what is freed around the block later stays resident, counted by every RSS-based alert and
-limit though nothing uses it. Over an hour's soak (`bench/soak.py`, 20 projects) glibc's memory
-in use held within 0.4 MiB while the free memory it kept rose 1.3 MiB, in steps. The controller's
+limit though nothing uses it. Over two 40-minute soaks (`bench/soak.py`, 20 projects) glibc's
+memory in use held within 0.6 MiB while the free memory it kept rose 1.3-1.8 MiB, in steps;
+given back, it held at 4.5-5.7 MiB and RSS fell as well as rose (bench/SOAKS.md). The controller's
 loop therefore gives it back (`give_back_freed_memory`, glibc's `malloc_trim`) after each full
 collection, at most every two minutes: the next pass's arrays fault in again once, one pass in
 some sixty.
