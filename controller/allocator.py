@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import platform
+from typing import Any
 
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 """Requests below this come from the heap: every array a pass makes (the largest, a few
@@ -43,17 +44,24 @@ _M_MMAP_THRESHOLD = -3
 """`mallopt` parameters, from glibc's malloc.h."""
 
 
+def _glibc(name: str, *argtypes: type[ctypes._SimpleCData[int]]) -> Any | None:
+    """glibc's function `name` taking `argtypes` and returning an int; None elsewhere than
+    glibc, or where it is not found."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
 def keep_freed_memory() -> bool:
     """Fix glibc's mmap and trim thresholds (see the module docstring); whether it could."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
-    return bool(
+    mallopt = _glibc("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and bool(
         mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
         and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
     )
@@ -63,12 +71,5 @@ def give_back_freed_memory() -> bool:
     """Hand the pages of free heap memory back to the system (glibc's `malloc_trim(0)`, which
     releases whole free pages anywhere in the heap, not only at its top); whether any were.
     Elsewhere than glibc it does nothing."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    malloc_trim.argtypes = (ctypes.c_size_t,)
-    malloc_trim.restype = ctypes.c_int
-    return bool(malloc_trim(0))
+    malloc_trim = _glibc("malloc_trim", ctypes.c_size_t)
+    return malloc_trim is not None and bool(malloc_trim(0))
